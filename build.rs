@@ -1,1 +1,16 @@
-fn main(){}
+// Builds our BPF component (bpf/main.bpf.c) and its Rust skeleton, and
+// bindgen's view of bpf/intf.h, with scx_cargo's BpfBuilder (which bundles
+// vmlinux.h and the scx headers and drives libbpf-cargo).
+fn main() {
+    let built = scx_cargo::BpfBuilder::new().and_then(|mut b| {
+        b.enable_intf("bpf/intf.h", "bpf_intf.rs")
+            .enable_skel("bpf/main.bpf.c", "bpf");
+        b.build()
+    });
+    if let Err(e) = built {
+        // One readable line instead of a panic backtrace from the build script.
+        eprintln!("error: building the BPF component failed: {e:#}");
+        eprintln!("hint: it needs clang >= 16 (BPF_CLANG=clang-19 on Debian 12; run tools/install-deps)");
+        std::process::exit(1);
+    }
+}

@@ -1,1 +1,103 @@
-fn main() {}
+//! scx_wakelab: a sched_ext scheduler whose Rust agent places every woken
+//! task the way CFS's wake-up path does, with upstream patch behaviours as
+//! flags.
+
+mod live;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use log::info;
+use scx_utils::libbpf_clap_opts::LibbpfOpts;
+use simplelog::{ColorChoice, ConfigBuilder, LevelFilter, TermLogger, TerminalMode};
+
+/// scx_wakelab: CFS wake-up placement in a sched_ext agent.
+///
+/// Loads our BPF component, then places every woken task from user space.
+/// On a kernel without sched_ext, run it in the project's VM:
+/// tools/vm/wakelab-vm run -- scx_wakelab
+#[derive(Debug, Parser)]
+#[command(name = "scx_wakelab", version, about, long_about = None)]
+struct Opts {
+    /// Time slice of the tasks we dispatch, in microseconds.
+    #[arg(short = 's', long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
+    slice_us: u64,
+
+    /// Schedule only tasks whose policy is SCHED_EXT; leave the rest to the
+    /// fair class.
+    #[arg(short = 'p', long)]
+    partial: bool,
+
+    /// Size of the kernel's debug dump on an error exit (0 = kernel default).
+    #[arg(long, default_value_t = 0)]
+    exit_dump_len: u32,
+
+    /// Print statistics every SECS seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_interval)]
+    stats: Option<f64>,
+
+    /// More logging (libbpf's messages, the verifier log on load failures).
+    #[arg(short = 'v', long)]
+    verbose: bool,
+
+    /// Test aid: load a BPF program the verifier must reject.
+    #[arg(long, hide = true)]
+    debug_break_verifier: bool,
+
+    #[clap(flatten, next_help_heading = "Libbpf Options")]
+    libbpf: LibbpfOpts,
+}
+
+fn parse_interval(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !(0.1..=3600.0).contains(&v) {
+        return Err(format!("{v} is outside 0.1..=3600 seconds"));
+    }
+    Ok(v)
+}
+
+fn init_logging(verbose: bool) {
+    let cfg = ConfigBuilder::new()
+        .set_time_level(LevelFilter::Error)
+        .set_location_level(LevelFilter::Off)
+        .set_target_level(LevelFilter::Off)
+        .set_thread_level(LevelFilter::Off)
+        .build();
+    let level = if verbose { LevelFilter::Debug } else { LevelFilter::Info };
+    let _ = TermLogger::init(level, cfg, TerminalMode::Stderr, ColorChoice::Auto);
+}
+
+fn main() -> ExitCode {
+    let opts = match Opts::try_parse() {
+        Ok(o) => o,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            // One line: clap's first line names the flag and the problem.
+            let text = e.to_string();
+            eprintln!("{}", text.lines().next().unwrap_or("invalid arguments"));
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(opts.verbose);
+    info!("scx_wakelab {} options: {:?}", env!("CARGO_PKG_VERSION"), opts);
+
+    let cfg = live::agent::AgentConfig {
+        slice_ns: opts.slice_us * 1000,
+        partial: opts.partial,
+        exit_dump_len: opts.exit_dump_len,
+        verbose: opts.verbose,
+        break_verifier: opts.debug_break_verifier,
+        open_opts: opts.libbpf.clone().into_bpf_open_opts(),
+    };
+    match live::run_scheduler(cfg, opts.stats) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

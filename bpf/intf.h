@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * scx_wakelab: the contract between the BPF component (bpf/main.bpf.c) and
+ * the Rust agent (src/live/). Both sides see these definitions: the BPF
+ * program includes this file, the agent gets it through bindgen.
+ *
+ * Two rings carry the traffic:
+ *   wakeups   (BPF_MAP_TYPE_RINGBUF, BPF -> agent): one struct wakeup_msg per
+ *             task that needs a placement decision, with the wake-up context
+ *             recorded on the waker's CPU in ops.select_cpu().
+ *   decisions (BPF_MAP_TYPE_USER_RINGBUF, agent -> BPF): one struct
+ *             decision_msg per placed task, drained in ops.dispatch().
+ *
+ * Per-CPU state the agent needs for every decision lives in a .bss array
+ * (struct cpu_state cpu_state[]) that the agent reads through the
+ * memory-mapped .bss: no syscall per read.
+ */
+#ifndef __WAKELAB_INTF_H
+#define __WAKELAB_INTF_H
+
+#ifndef __VMLINUX_H__
+typedef unsigned char u8;
+typedef unsigned int u32;
+typedef int s32;
+typedef unsigned long long u64;
+typedef long long s64;
+#endif
+
+enum wakelab_consts {
+	/* Size of the per-CPU table and upper bound of CPU ids we handle. */
+	WL_MAX_CPUS		= 1024,
+	/*
+	 * DSQ ids: 0 .. WL_MAX_CPUS-1 are the per-CPU queues (a task the agent
+	 * placed on CPU n waits in DSQ n until CPU n, or a CPU that pulls it,
+	 * consumes it); then the fallback queue any CPU consumes, then the
+	 * queue that holds only the agent.
+	 */
+	WL_FALLBACK_DSQ		= WL_MAX_CPUS,
+	WL_AGENT_DSQ		= WL_MAX_CPUS + 1,
+	/* Entries in each ring. */
+	WL_RING_ENTRIES		= 8192,
+	/* Buckets of the log2 latency histograms (bucket i: [2^i, 2^(i+1)) ns). */
+	WL_LAT_BUCKETS		= 40,
+	/* 64-bit words of the allowed-CPU mask carried in each wakeup_msg. */
+	WL_MASK_WORDS		= WL_MAX_CPUS / 64,
+	/* Placement the agent may ask for: any CPU (the fallback queue). */
+	WL_CPU_ANY		= -1,
+};
+
+/* Context the waker ran in when it called try_to_wake_up(). */
+enum waker_context {
+	WAKER_TASK		= 0,
+	WAKER_SOFTIRQ		= 1,
+	WAKER_HARDIRQ		= 2,
+	WAKER_NMI		= 3,
+};
+
+/* wakeup_msg.flags */
+enum wakeup_msg_flags {
+	/* ops.select_cpu() ran for this enqueue: the waker fields are valid. */
+	WL_MSG_SELECTED		= 1 << 0,
+	/* The waker had PF_EXITING set (fair.c ignores SYNC then). */
+	WL_MSG_WAKER_EXITING	= 1 << 1,
+	/* The waker is a per-CPU kthread (PF_KTHREAD, one allowed CPU). */
+	WL_MSG_WAKER_PCPU_KTHREAD = 1 << 2,
+	/* SCX_ENQ_WAKEUP was set: this enqueue is a wake-up, not a requeue. */
+	WL_MSG_WAKEUP		= 1 << 3,
+	/* The task is a kernel thread. */
+	WL_MSG_KTHREAD		= 1 << 4,
+};
+
+struct wakeup_msg {
+	s32 pid;
+	s32 task_cpu;		/* scx_bpf_task_cpu(p) at enqueue time */
+	s32 prev_cpu;		/* prev_cpu given to ops.select_cpu() */
+	s32 waker_cpu;		/* CPU ops.select_cpu() ran on (the waker's) */
+	s32 waker_pid;
+	u32 waker_context;	/* enum waker_context */
+	u32 flags;		/* enum wakeup_msg_flags */
+	u32 nr_cpus_allowed;
+	u64 wake_flags;		/* SCX_WAKE_* as given to ops.select_cpu() */
+	u64 enq_flags;		/* SCX_ENQ_* as given to ops.enqueue() */
+	u64 enq_cnt;		/* generation: a decision must echo it */
+	u64 select_ns;		/* when ops.select_cpu() ran */
+	u64 enqueue_ns;		/* when ops.enqueue() queued it to the agent */
+	u64 weight;		/* p->scx.weight (100 = nice 0) */
+	u64 exec_runtime;	/* ns run since the task last went to sleep */
+	char comm[16];
+	/* p->cpus_ptr: bit n of word n/64 set if the task may run on CPU n. */
+	u64 cpus_allowed[WL_MASK_WORDS];
+};
+
+struct decision_msg {
+	s32 pid;
+	s32 cpu;		/* target CPU, or WL_CPU_ANY */
+	u64 enq_cnt;		/* echoed from wakeup_msg: stale ones are dropped */
+	u64 slice_ns;		/* 0 = default slice */
+	u64 enqueue_ns;		/* echoed: BPF measures enqueue -> run latency */
+};
+
+/*
+ * One CPU's state as last seen by BPF. Written only by BPF, read racily by
+ * the agent. Fields copied from struct rq are refreshed in that CPU's
+ * ops.dispatch() and, for every CPU, right before the agent is dispatched,
+ * so the agent decides on a snapshot at most one agent-run old.
+ */
+struct cpu_state {
+	u64 idle_since_ns;	/* start of the current idle period, 0 if busy */
+	u64 last_idle_ns;	/* length of the last finished idle period */
+	u64 refreshed_ns;	/* when the rq fields below were copied */
+	s32 curr_pid;		/* task running there (0 = idle) */
+	u32 curr_policy;	/* its scheduling policy (SCHED_IDLE = 5) */
+	u32 idle;		/* ops.update_idle() said idle */
+	u32 nr_running;		/* rq->nr_running (all classes) */
+	u32 scx_nr_running;	/* rq->scx.nr_running */
+	u32 ttwu_pending;	/* rq->ttwu_pending: queued wake-up in flight */
+	u32 dsq_queued;		/* tasks waiting in this CPU's DSQ */
+	u32 pad;
+};
+
+#endif /* __WAKELAB_INTF_H */

@@ -1,0 +1,724 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * scx_wakelab: BPF component.
+ *
+ * The Rust agent decides where every woken task runs, re-implementing the
+ * CFS wake-up placement path. This program is its hands and eyes:
+ *
+ * - ops.select_cpu() runs on the waker's CPU, in the waker's context. It
+ *   records what fair.c's select_task_rq_fair() would look at — the wake
+ *   flags, the waker's CPU, pid and PF_EXITING, and whether the waker runs in
+ *   task, softirq or hardirq context — in task storage, and returns prev_cpu
+ *   without deciding anything.
+ * - ops.enqueue() sends the task and that context to the agent through a BPF
+ *   ring buffer. The agent itself and per-CPU kthreads never wait for the
+ *   agent: they are dispatched here. When the ring is full, or the agent has
+ *   not run for too long, the task goes to a fallback queue that every CPU
+ *   consumes, and the event is counted.
+ * - ops.dispatch() drains the agent's decisions from a user ring buffer and
+ *   queues each task on the per-CPU queue of the CPU the agent chose, then
+ *   kicks that CPU if it is idle. A decision for an older enqueue of the task
+ *   (generation counter) is dropped; a CPU the task may not run on falls back
+ *   to one it may, and is counted.
+ * - The agent runs only when it has work: it is parked in its own queue and
+ *   moved to a CPU when messages are waiting; a heartbeat timer makes sure it
+ *   runs at least every WL_HEARTBEAT_NS so the watchdog never sees it starve.
+ * - A per-CPU table (cpu_state[]) that the agent reads through the
+ *   memory-mapped .bss: idle, rq->nr_running, rq->ttwu_pending, current
+ *   pid/policy, idle periods.
+ *
+ * Nothing here is formally exact: the agent decides on state that may be
+ * stale by the time its decision lands, exactly like any user-space
+ * scheduler. What must be exact is that no task is ever lost: every path
+ * that cannot honour a decision falls back to a queue some CPU consumes.
+ */
+#include <scx/common.bpf.h>
+#include <bpf_experimental.h>
+#include "intf.h"
+
+char _license[] SEC("license") = "GPL";
+
+UEI_DEFINE(uei);
+
+/*
+ * The agent's scheduling thread (agent_pid) waits in its own queue and runs
+ * only when it has work. The agent's other threads (stats server, signal
+ * handling) never go through the agent: the scheduling thread may be waiting
+ * on them, and a task cannot wait for itself to place it.
+ */
+const volatile s32 agent_pid;
+const volatile s32 agent_tgid;
+/* Default time slice of tasks we dispatch (ns). */
+const volatile u64 slice_ns = 5000000ULL;
+/*
+ * When the agent has not run for this long while tasks wait for it, new
+ * tasks bypass it (fallback queue). Well below the watchdog's timeout, so the
+ * watchdog is never what saves a task.
+ */
+const volatile u64 agent_stall_ns = 1000000000ULL;
+/*
+ * Test aid (--debug-break-verifier): when set, ops.enqueue() dereferences a
+ * random number, which the verifier must reject. Lets the tests check how a
+ * load failure is reported. When clear, the verifier never walks that branch
+ * (.rodata is frozen at load, so the condition is a known constant).
+ */
+const volatile bool break_verifier;
+
+/* Heartbeat period: the agent runs at least this often. */
+#define WL_HEARTBEAT_NS 100000000ULL
+
+static u32 nr_cpu_ids;
+
+/* -------------------------------------------------------------------------
+ * State shared with the agent (.bss, memory-mapped by the agent).
+ *
+ * Counters are written by BPF only, with atomic adds where several CPUs may
+ * race; the agent reads them racily for stats.
+ */
+struct cpu_state cpu_state[WL_MAX_CPUS];
+
+/* Tasks sent to the agent / decisions the agent made that we applied. */
+volatile u64 nr_queued_to_agent, nr_agent_dispatches;
+/* Dispatched here without the agent: the agent, per-CPU kthreads. */
+volatile u64 nr_direct_dispatches;
+/* The wakeup ring was full: the task went to the fallback queue. */
+volatile u64 nr_ring_full_fallbacks;
+/* The agent had not run for agent_stall_ns: the task bypassed it. */
+volatile u64 nr_agent_stall_fallbacks;
+/* A decision for an older enqueue of the task (it was requeued meanwhile). */
+volatile u64 nr_stale_decisions;
+/* Inserted, then found stale on re-check: the insert was cancelled. */
+volatile u64 nr_cancelled_dispatches;
+/* The chosen CPU was invalid or outside p->cpus_ptr: placed elsewhere. */
+volatile u64 nr_bounced_decisions;
+/* The task of a decision no longer exists. */
+volatile u64 nr_decisions_task_gone;
+/* The agent asked for "any CPU". */
+volatile u64 nr_any_cpu_decisions;
+/* Enqueues without a preceding ops.select_cpu() (pinned, requeue, ...). */
+volatile u64 nr_enqueue_without_select;
+/* Wake-up contexts seen in ops.select_cpu(). */
+volatile u64 nr_select_task_ctx, nr_select_softirq_ctx, nr_select_hardirq_ctx;
+/* Times the heartbeat had to wake the agent. */
+volatile u64 nr_heartbeat_kicks;
+
+/*
+ * log2 histogram of the time from ops.enqueue() queuing a task to the agent
+ * until the task starts running on the CPU the agent chose.
+ */
+volatile u64 enqueue_to_run_hist[WL_LAT_BUCKETS];
+
+/*
+ * Handshake with the agent. nr_queued_to_agent - agent_consumed is what
+ * waits in the ring; agent_backlog is what the agent holds that it could not
+ * submit yet (decision ring full). agent_last_run_ns is written when the
+ * agent starts running.
+ */
+volatile u64 agent_consumed;
+volatile u64 agent_backlog;
+volatile u64 agent_last_run_ns;
+volatile s32 agent_cpu;
+static volatile u32 agent_needed;
+
+/* -------------------------------------------------------------------------
+ * Maps.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, WL_RING_ENTRIES * sizeof(struct wakeup_msg));
+} wakeups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_USER_RINGBUF);
+	__uint(max_entries, WL_RING_ENTRIES * sizeof(struct decision_msg));
+} decisions SEC(".maps");
+
+struct task_ctx {
+	/* Generation: bumped each time the task is queued to the agent. */
+	u64 enq_cnt;
+	/* When the task was queued to the agent (0 when it was not). */
+	u64 enqueue_ns;
+	/* Wake-up context recorded by ops.select_cpu(), used by ops.enqueue(). */
+	u64 wake_flags;
+	u64 select_ns;
+	s32 prev_cpu;
+	s32 waker_cpu;
+	s32 waker_pid;
+	u32 waker_context;
+	u32 waker_flags;
+	u32 select_valid;
+	/* Run-time accounting since the task last slept. */
+	u64 start_ns;
+	u64 exec_runtime;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_ctx);
+} task_ctx_stor SEC(".maps");
+
+struct heartbeat {
+	struct bpf_timer timer;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct heartbeat);
+} heartbeat_timer SEC(".maps");
+
+/* -------------------------------------------------------------------------
+ * Helpers.
+ */
+static struct task_ctx *lookup_task_ctx(const struct task_struct *p)
+{
+	return bpf_task_storage_get(&task_ctx_stor, (struct task_struct *)p, 0, 0);
+}
+
+static bool is_agent(const struct task_struct *p)
+{
+	return agent_pid && p->pid == agent_pid;
+}
+
+static bool is_agent_helper_thread(const struct task_struct *p)
+{
+	return agent_tgid && p->tgid == agent_tgid && p->pid != agent_pid;
+}
+
+/*
+ * Per-CPU kthreads (ksoftirqd/N, kworker/N, migration/N) and the reclaim
+ * threads must never wait for user space: the agent may itself be waiting on
+ * them (a page fault, an RCU callback).
+ */
+static bool must_bypass_agent(const struct task_struct *p)
+{
+	if ((p->flags & PF_KTHREAD) && p->nr_cpus_allowed == 1)
+		return true;
+	return p->flags & (PF_KSWAPD | PF_KCOMPACTD);
+}
+
+static struct cpu_state *cpu_state_of(s32 cpu)
+{
+	if (cpu < 0 || cpu >= WL_MAX_CPUS)
+		return NULL;
+	return &cpu_state[cpu];
+}
+
+static bool cpu_valid(s32 cpu)
+{
+	return cpu >= 0 && cpu < nr_cpu_ids && cpu < WL_MAX_CPUS;
+}
+
+/*
+ * Copy the rq fields the placement rules read. Unlocked reads of another
+ * CPU's rq: they may be stale a moment later, like fair.c's own reads of
+ * remote rqs in select_idle_sibling(). Any error is contained to one
+ * placement.
+ */
+static void refresh_cpu_state(s32 cpu, u64 now)
+{
+	struct cpu_state *cs = cpu_state_of(cpu);
+	struct rq *rq;
+
+	if (!cs || !cpu_valid(cpu))
+		return;
+	rq = bpf_per_cpu_ptr(&runqueues, cpu);
+	if (!rq)
+		return;
+	cs->nr_running = rq->nr_running;
+	cs->scx_nr_running = rq->scx.nr_running;
+	cs->ttwu_pending = rq->ttwu_pending;
+	cs->dsq_queued = scx_bpf_dsq_nr_queued(cpu);
+	cs->refreshed_ns = now;
+}
+
+static void refresh_all_cpu_states(u64 now)
+{
+	s32 cpu;
+
+	bpf_for(cpu, 0, nr_cpu_ids) {
+		if (cpu >= WL_MAX_CPUS)
+			break;
+		refresh_cpu_state(cpu, now);
+	}
+}
+
+static u32 log2_bucket(u64 v)
+{
+	u32 b = 0;
+
+	bpf_for(b, 0, WL_LAT_BUCKETS - 1) {
+		if (v < (2ULL << b))
+			break;
+	}
+	return b;
+}
+
+static bool agent_has_work(void)
+{
+	if (agent_needed || agent_backlog)
+		return true;
+	return bpf_ringbuf_query(&wakeups, BPF_RB_AVAIL_DATA) > 0;
+}
+
+/*
+ * Get the agent onto a CPU soon. Its last CPU is kicked if idle; otherwise
+ * the agent runs at the next ops.dispatch() of any CPU (every CPU checks for
+ * agent work first), at worst at the next heartbeat.
+ */
+static void wake_agent(void)
+{
+	s32 cpu = agent_cpu;
+	struct cpu_state *cs = cpu_state_of(cpu);
+
+	if (cs && cpu_valid(cpu) && cs->idle)
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+}
+
+static void dispatch_fallback(struct task_struct *p, u64 enq_flags)
+{
+	scx_bpf_dsq_insert(p, WL_FALLBACK_DSQ, slice_ns, enq_flags);
+	scx_bpf_kick_cpu(scx_bpf_task_cpu(p), SCX_KICK_IDLE);
+}
+
+/* -------------------------------------------------------------------------
+ * Ops.
+ */
+s32 BPF_STRUCT_OPS(wakelab_select_cpu, struct task_struct *p, s32 prev_cpu,
+		   u64 wake_flags)
+{
+	struct task_struct *waker = bpf_get_current_task_btf();
+	struct task_ctx *tctx;
+	u32 waker_ctx = WAKER_TASK;
+
+	if (is_agent(p))
+		return prev_cpu;
+	tctx = lookup_task_ctx(p);
+	if (!tctx)
+		return prev_cpu;
+
+	/*
+	 * The kernel's in_task() test, which seed 1 (Barry Song) adds to the
+	 * sync shortcut: a wake-up from softirq or hardirq says nothing about
+	 * the task that happens to run on this CPU.
+	 */
+	if (bpf_in_nmi()) {
+		waker_ctx = WAKER_NMI;
+	} else if (bpf_in_hardirq()) {
+		waker_ctx = WAKER_HARDIRQ;
+		__sync_fetch_and_add(&nr_select_hardirq_ctx, 1);
+	} else if (bpf_in_serving_softirq()) {
+		waker_ctx = WAKER_SOFTIRQ;
+		__sync_fetch_and_add(&nr_select_softirq_ctx, 1);
+	} else {
+		__sync_fetch_and_add(&nr_select_task_ctx, 1);
+	}
+
+	tctx->wake_flags = wake_flags;
+	tctx->select_ns = scx_bpf_now();
+	tctx->prev_cpu = prev_cpu;
+	tctx->waker_cpu = bpf_get_smp_processor_id();
+	tctx->waker_pid = waker->pid;
+	tctx->waker_context = waker_ctx;
+	tctx->waker_flags = 0;
+	if (waker->flags & PF_EXITING)
+		tctx->waker_flags |= WL_MSG_WAKER_EXITING;
+	if ((waker->flags & PF_KTHREAD) && waker->nr_cpus_allowed == 1)
+		tctx->waker_flags |= WL_MSG_WAKER_PCPU_KTHREAD;
+	tctx->select_valid = 1;
+
+	/* Decide nothing here: the agent decides. */
+	return prev_cpu;
+}
+
+static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
+			   u64 enq_flags)
+{
+	struct wakeup_msg *msg;
+	u64 now = scx_bpf_now();
+	bool selected = tctx->select_valid &&
+			__COMPAT_is_enq_cpu_selected(enq_flags);
+
+	/*
+	 * The agent has not run for long while tasks wait for it (stopped,
+	 * starved, dying): don't make things worse, run the task without it.
+	 */
+	if (agent_last_run_ns && nr_queued_to_agent != agent_consumed &&
+	    now - agent_last_run_ns > agent_stall_ns) {
+		__sync_fetch_and_add(&nr_agent_stall_fallbacks, 1);
+		tctx->select_valid = 0;
+		dispatch_fallback(p, enq_flags);
+		return;
+	}
+
+	msg = bpf_ringbuf_reserve(&wakeups, sizeof(*msg), 0);
+	if (!msg) {
+		__sync_fetch_and_add(&nr_ring_full_fallbacks, 1);
+		tctx->select_valid = 0;
+		dispatch_fallback(p, enq_flags);
+		wake_agent();
+		return;
+	}
+
+	tctx->enq_cnt++;
+	tctx->enqueue_ns = now;
+
+	msg->pid = p->pid;
+	msg->task_cpu = scx_bpf_task_cpu(p);
+	msg->nr_cpus_allowed = p->nr_cpus_allowed;
+	msg->enq_flags = enq_flags;
+	msg->enq_cnt = tctx->enq_cnt;
+	msg->enqueue_ns = now;
+	msg->weight = p->scx.weight;
+	msg->exec_runtime = tctx->exec_runtime;
+	msg->flags = 0;
+	if (enq_flags & SCX_ENQ_WAKEUP)
+		msg->flags |= WL_MSG_WAKEUP;
+	if (p->flags & PF_KTHREAD)
+		msg->flags |= WL_MSG_KTHREAD;
+	if (selected) {
+		msg->flags |= WL_MSG_SELECTED | tctx->waker_flags;
+		msg->prev_cpu = tctx->prev_cpu;
+		msg->waker_cpu = tctx->waker_cpu;
+		msg->waker_pid = tctx->waker_pid;
+		msg->waker_context = tctx->waker_context;
+		msg->wake_flags = tctx->wake_flags;
+		msg->select_ns = tctx->select_ns;
+	} else {
+		__sync_fetch_and_add(&nr_enqueue_without_select, 1);
+		msg->prev_cpu = msg->task_cpu;
+		msg->waker_cpu = -1;
+		msg->waker_pid = 0;
+		msg->waker_context = WAKER_TASK;
+		msg->wake_flags = 0;
+		msg->select_ns = 0;
+	}
+	tctx->select_valid = 0;
+	__builtin_memcpy(msg->comm, p->comm, sizeof(msg->comm));
+	/*
+	 * A fixed-size read of the task's cpumask. If the kernel's NR_CPUS is
+	 * smaller than WL_MAX_CPUS the tail bits are whatever follows the mask;
+	 * they describe CPUs that do not exist and the agent ignores them.
+	 */
+	if (bpf_probe_read_kernel(msg->cpus_allowed, sizeof(msg->cpus_allowed),
+				  p->cpus_ptr))
+		__builtin_memset(msg->cpus_allowed, 0xff, sizeof(msg->cpus_allowed));
+
+	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
+	__sync_fetch_and_add(&nr_queued_to_agent, 1);
+	wake_agent();
+}
+
+void BPF_STRUCT_OPS(wakelab_enqueue, struct task_struct *p, u64 enq_flags)
+{
+	struct task_ctx *tctx;
+
+	if (break_verifier) {
+		u64 *bogus = (u64 *)(long)bpf_get_prandom_u32();
+
+		if (*bogus == 42)
+			return;
+	}
+
+	/* The agent waits in its own queue until it has work (ops.dispatch). */
+	if (is_agent(p)) {
+		scx_bpf_dsq_insert(p, WL_AGENT_DSQ, slice_ns, enq_flags);
+		__sync_fetch_and_add(&nr_direct_dispatches, 1);
+		return;
+	}
+
+	if (must_bypass_agent(p) || is_agent_helper_thread(p)) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
+		__sync_fetch_and_add(&nr_direct_dispatches, 1);
+		return;
+	}
+
+	tctx = lookup_task_ctx(p);
+	if (!tctx) {
+		/* No storage (allocation failed at init_task): never lose it. */
+		dispatch_fallback(p, enq_flags);
+		__sync_fetch_and_add(&nr_direct_dispatches, 1);
+		return;
+	}
+
+	queue_to_agent(p, tctx, enq_flags);
+}
+
+/*
+ * Apply one decision from the agent. Called for each record of the user
+ * ring buffer, from ops.dispatch() of whichever CPU drains it.
+ */
+static long apply_decision(struct bpf_dynptr *dynptr, void *context)
+{
+	const struct decision_msg *d;
+	struct task_struct *p;
+	struct task_ctx *tctx;
+	u64 dsq;
+	s32 cpu;
+
+	d = bpf_dynptr_data(dynptr, 0, sizeof(*d));
+	if (!d)
+		return 0;
+
+	p = bpf_task_from_pid(d->pid);
+	if (!p) {
+		__sync_fetch_and_add(&nr_decisions_task_gone, 1);
+		return 0;
+	}
+	tctx = lookup_task_ctx(p);
+	if (!tctx || tctx->enq_cnt != d->enq_cnt) {
+		/*
+		 * The task was dequeued and queued again after this decision
+		 * was made (affinity change, priority change, ...); a newer
+		 * message is on its way to the agent. Dropping this one loses
+		 * nothing.
+		 */
+		__sync_fetch_and_add(&nr_stale_decisions, 1);
+		goto out;
+	}
+
+	cpu = d->cpu;
+	if (cpu == WL_CPU_ANY) {
+		__sync_fetch_and_add(&nr_any_cpu_decisions, 1);
+		dsq = WL_FALLBACK_DSQ;
+		cpu = scx_bpf_task_cpu(p);
+	} else {
+		if (!cpu_valid(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
+			/*
+			 * The agent's view of the allowed CPUs was stale or
+			 * wrong. The task's current CPU is allowed unless its
+			 * affinity changed, in which case a newer enqueue
+			 * will follow; the fallback queue is safe either way
+			 * because the consuming CPU checks affinity.
+			 */
+			__sync_fetch_and_add(&nr_bounced_decisions, 1);
+			cpu = scx_bpf_task_cpu(p);
+			if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
+				dsq = WL_FALLBACK_DSQ;
+				goto insert;
+			}
+		}
+		dsq = cpu;
+	}
+insert:
+	scx_bpf_dsq_insert(p, dsq, d->slice_ns ? d->slice_ns : slice_ns, 0);
+	/*
+	 * Re-check the generation after the insert: a requeue racing with us
+	 * on another CPU makes this insert stale, and cancelling it is the only
+	 * way to take it back.
+	 */
+	if (tctx->enq_cnt != d->enq_cnt) {
+		scx_bpf_dispatch_cancel();
+		__sync_fetch_and_add(&nr_cancelled_dispatches, 1);
+		goto out;
+	}
+	__sync_fetch_and_add(&nr_agent_dispatches, 1);
+	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+out:
+	bpf_task_release(p);
+	return scx_bpf_dispatch_nr_slots() ? 0 : 1;
+}
+
+void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
+{
+	u64 now = scx_bpf_now();
+
+	refresh_cpu_state(cpu, now);
+
+	bpf_user_ringbuf_drain(&decisions, apply_decision, NULL, BPF_RB_NO_WAKEUP);
+
+	/*
+	 * The agent goes first: every task it has not placed yet is waiting
+	 * for it. Give it a fresh snapshot of every CPU just before it runs.
+	 */
+	if (agent_has_work()) {
+		refresh_all_cpu_states(now);
+		if (scx_bpf_dsq_move_to_local(WL_AGENT_DSQ, 0)) {
+			agent_needed = 0;
+			return;
+		}
+	}
+
+	if (scx_bpf_dsq_move_to_local(cpu, 0))
+		return;
+	if (scx_bpf_dsq_move_to_local(WL_FALLBACK_DSQ, 0))
+		return;
+
+	/*
+	 * Nothing else wants this CPU: let the previous task run on, but the
+	 * agent only while it has work, or it would spin.
+	 */
+	if (prev && (prev->scx.flags & SCX_TASK_QUEUED) &&
+	    (!is_agent(prev) || agent_has_work()))
+		scx_bpf_task_set_slice(prev, slice_ns);
+}
+
+void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
+{
+	s32 cpu = scx_bpf_task_cpu(p);
+	struct cpu_state *cs = cpu_state_of(cpu);
+	struct task_ctx *tctx;
+	u64 now = scx_bpf_now();
+
+	if (cs) {
+		cs->curr_pid = p->pid;
+		cs->curr_policy = p->policy;
+	}
+	if (is_agent(p)) {
+		agent_last_run_ns = now;
+		agent_cpu = cpu;
+		return;
+	}
+	tctx = lookup_task_ctx(p);
+	if (!tctx)
+		return;
+	tctx->start_ns = now;
+	if (tctx->enqueue_ns) {
+		u32 b = log2_bucket(now - tctx->enqueue_ns);
+
+		if (b < WL_LAT_BUCKETS)
+			__sync_fetch_and_add(&enqueue_to_run_hist[b], 1);
+		tctx->enqueue_ns = 0;
+	}
+}
+
+void BPF_STRUCT_OPS(wakelab_stopping, struct task_struct *p, bool runnable)
+{
+	struct task_ctx *tctx;
+
+	if (is_agent(p))
+		return;
+	tctx = lookup_task_ctx(p);
+	if (tctx && tctx->start_ns)
+		tctx->exec_runtime += scx_bpf_now() - tctx->start_ns;
+}
+
+void BPF_STRUCT_OPS(wakelab_runnable, struct task_struct *p, u64 enq_flags)
+{
+	struct task_ctx *tctx = lookup_task_ctx(p);
+
+	/* A new wake-up: the "ran since last sleep" clock restarts. */
+	if (tctx)
+		tctx->exec_runtime = 0;
+}
+
+/*
+ * Idle transitions, with SCX_OPS_KEEP_BUILTIN_IDLE so the kernel's own idle
+ * masks stay valid. The periods feed the agent's rq->avg_idle emulation
+ * (SIS_PROP).
+ */
+void BPF_STRUCT_OPS(wakelab_update_idle, s32 cpu, bool idle)
+{
+	struct cpu_state *cs = cpu_state_of(cpu);
+	u64 now = scx_bpf_now();
+
+	if (!cs)
+		return;
+	if (idle) {
+		cs->idle = 1;
+		cs->idle_since_ns = now;
+		cs->curr_pid = 0;
+		cs->curr_policy = 0;
+	} else {
+		if (cs->idle_since_ns)
+			cs->last_idle_ns = now - cs->idle_since_ns;
+		cs->idle = 0;
+		cs->idle_since_ns = 0;
+	}
+}
+
+static int heartbeat_fn(void *map, int *key, struct bpf_timer *timer)
+{
+	u64 now = scx_bpf_now();
+
+	/*
+	 * Without this the agent could starve: if every CPU stays busy with
+	 * tasks that never reach ops.dispatch() for a while, nothing would
+	 * move it to a CPU.
+	 */
+	if (agent_has_work() || now - agent_last_run_ns >= WL_HEARTBEAT_NS) {
+		agent_needed = 1;
+		__sync_fetch_and_add(&nr_heartbeat_kicks, 1);
+		if (cpu_valid(agent_cpu))
+			scx_bpf_kick_cpu(agent_cpu, SCX_KICK_IDLE);
+	}
+	bpf_timer_start(timer, WL_HEARTBEAT_NS, 0);
+	return 0;
+}
+
+s32 BPF_STRUCT_OPS(wakelab_init_task, struct task_struct *p,
+		   struct scx_init_task_args *args)
+{
+	if (!bpf_task_storage_get(&task_ctx_stor, p, 0,
+				  BPF_LOCAL_STORAGE_GET_F_CREATE))
+		return -ENOMEM;
+	return 0;
+}
+
+void BPF_STRUCT_OPS(wakelab_enable, struct task_struct *p)
+{
+	scx_bpf_task_set_slice(p, slice_ns);
+}
+
+s32 BPF_STRUCT_OPS_SLEEPABLE(wakelab_init)
+{
+	struct bpf_timer *timer;
+	u32 key = 0;
+	s32 cpu;
+	int err;
+
+	nr_cpu_ids = scx_bpf_nr_cpu_ids();
+	if (nr_cpu_ids > WL_MAX_CPUS) {
+		scx_bpf_error("%u CPUs: more than WL_MAX_CPUS (%d)", nr_cpu_ids,
+			      WL_MAX_CPUS);
+		return -E2BIG;
+	}
+
+	bpf_for(cpu, 0, nr_cpu_ids) {
+		err = scx_bpf_create_dsq(cpu, -1);
+		if (err) {
+			scx_bpf_error("failed to create DSQ %d: %d", cpu, err);
+			return err;
+		}
+	}
+	err = scx_bpf_create_dsq(WL_FALLBACK_DSQ, -1);
+	if (err)
+		return err;
+	err = scx_bpf_create_dsq(WL_AGENT_DSQ, -1);
+	if (err)
+		return err;
+
+	agent_last_run_ns = scx_bpf_now();
+	agent_cpu = -1;
+
+	timer = bpf_map_lookup_elem(&heartbeat_timer, &key);
+	if (!timer)
+		return -ESRCH;
+	bpf_timer_init(timer, &heartbeat_timer, CLOCK_MONOTONIC);
+	bpf_timer_set_callback(timer, heartbeat_fn);
+	return bpf_timer_start(timer, WL_HEARTBEAT_NS, 0);
+}
+
+void BPF_STRUCT_OPS(wakelab_exit, struct scx_exit_info *ei)
+{
+	UEI_RECORD(uei, ei);
+}
+
+SCX_OPS_DEFINE(wakelab_ops,
+	       .select_cpu		= (void *)wakelab_select_cpu,
+	       .enqueue			= (void *)wakelab_enqueue,
+	       .dispatch		= (void *)wakelab_dispatch,
+	       .runnable		= (void *)wakelab_runnable,
+	       .running			= (void *)wakelab_running,
+	       .stopping		= (void *)wakelab_stopping,
+	       .update_idle		= (void *)wakelab_update_idle,
+	       .enable			= (void *)wakelab_enable,
+	       .init_task		= (void *)wakelab_init_task,
+	       .init			= (void *)wakelab_init,
+	       .exit			= (void *)wakelab_exit,
+	       /* Agent stalls must be caught by our own fallback first. */
+	       .timeout_ms		= 5000,
+	       .name			= "wakelab");

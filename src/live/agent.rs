@@ -1,0 +1,254 @@
+//! The agent: loads our BPF component, receives every task that needs a
+//! placement, decides its CPU and hands the decision back.
+//!
+//! One thread schedules. It must never block on anything a task it has not
+//! placed yet could be holding, so it does no I/O after start-up: logging
+//! and stats printing happen on other threads, which the BPF side dispatches
+//! without asking the agent (bpf/main.bpf.c, is_agent_helper_thread()).
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::mem::{MaybeUninit, size_of};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use libbpf_rs::OpenObject;
+use log::{info, warn};
+use scx_utils::{UserExitInfo, compat, scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report};
+
+use super::bpf_intf::{self, decision_msg, wakeup_msg};
+use super::bpf_skel::*;
+use super::libbpf_log;
+use super::placement::{CpuView, Placer};
+use super::stats::LiveMetrics;
+
+/// What the agent needs from the command line.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    pub slice_ns: u64,
+    pub partial: bool,
+    pub exit_dump_len: u32,
+    pub verbose: bool,
+    /// Test aid: load a program the verifier must reject.
+    pub break_verifier: bool,
+    pub open_opts: Option<libbpf_rs::libbpf_sys::bpf_object_open_opts>,
+}
+
+const WAKEUP_MSG_SIZE: usize = size_of::<wakeup_msg>();
+const DECISION_MSG_SIZE: usize = size_of::<decision_msg>();
+/// Messages taken from the ring per loop iteration: bounds the time between
+/// two submissions of decisions, so early tasks are not held back by late
+/// ones.
+const BATCH: usize = 512;
+/// How often the scheduling thread publishes counters for the stats thread.
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+
+pub struct Agent<'a> {
+    skel: BpfSkel<'a>,
+    struct_ops: Option<libbpf_rs::Link>,
+    wakeups: libbpf_rs::RingBuffer<'static>,
+    decisions: libbpf_rs::UserRingBuffer,
+    inbox: Rc<RefCell<Vec<wakeup_msg>>>,
+    /// Decisions the user ring had no room for yet.
+    backlog: VecDeque<decision_msg>,
+    placer: Placer,
+    metrics: Arc<Mutex<LiveMetrics>>,
+    local: LiveMetrics,
+    last_publish: Instant,
+}
+
+impl<'a> Agent<'a> {
+    pub fn init(
+        cfg: &AgentConfig,
+        placer: Placer,
+        open_object: &'a mut MaybeUninit<OpenObject>,
+        metrics: Arc<Mutex<LiveMetrics>>,
+    ) -> Result<Self> {
+        libbpf_log::install();
+
+        let mut builder = BpfSkelBuilder::default();
+        builder.obj_builder.debug(cfg.verbose);
+        let open_opts = cfg.open_opts;
+        let mut skel = scx_ops_open!(builder, open_object, wakelab_ops, open_opts)
+            .context("opening the BPF component")?;
+
+        let rodata = skel.maps.rodata_data.as_mut().ok_or_else(|| anyhow!("BPF .rodata is not mapped"))?;
+        // The scheduling thread is this thread; the rest of the process
+        // (stats, signal handling) are its helpers.
+        rodata.agent_pid = unsafe { libc::gettid() };
+        rodata.agent_tgid = std::process::id() as i32;
+        rodata.slice_ns = cfg.slice_ns;
+        rodata.break_verifier = cfg.break_verifier;
+
+        let ops = skel.struct_ops.wakelab_ops_mut();
+        // KEEP_BUILTIN_IDLE: we define ops.update_idle() for our table but
+        // keep the kernel's idle masks. ALLOW_QUEUED_WAKEUP: remote wake-ups
+        // go through the wakelist, so rq->ttwu_pending means something for
+        // our tasks too (cfs-wakeup-placement.md, 11.5).
+        ops.flags = *compat::SCX_OPS_KEEP_BUILTIN_IDLE | *compat::SCX_OPS_ALLOW_QUEUED_WAKEUP;
+        if cfg.partial {
+            ops.flags |= *compat::SCX_OPS_SWITCH_PARTIAL;
+        }
+        ops.exit_dump_len = cfg.exit_dump_len;
+
+        let mut skel = match scx_ops_load!(skel, wakelab_ops, uei) {
+            Ok(skel) => skel,
+            Err(e) => {
+                let tail = libbpf_log::tail();
+                return Err(match libbpf_log::verifier_reason(&tail) {
+                    Some(reason) => anyhow!("loading the BPF component failed: the verifier said: {reason} (run with -v for the full log)"),
+                    None => anyhow!("loading the BPF component failed: {e:#}"),
+                });
+            }
+        };
+
+        let link = scx_ops_attach!(skel, wakelab_ops)?;
+
+        let inbox: Rc<RefCell<Vec<wakeup_msg>>> = Rc::new(RefCell::new(Vec::with_capacity(BATCH)));
+        let sink = inbox.clone();
+        let mut rbb = libbpf_rs::RingBufferBuilder::new();
+        rbb.add(&skel.maps.wakeups, move |data: &[u8]| {
+            if data.len() >= WAKEUP_MSG_SIZE {
+                // SAFETY: the record is a struct wakeup_msg written by BPF;
+                // read it unaligned into our own copy.
+                let msg = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const wakeup_msg) };
+                sink.borrow_mut().push(msg);
+            }
+            0
+        })?;
+        let wakeups = rbb.build()?;
+        let decisions = libbpf_rs::UserRingBuffer::new(&skel.maps.decisions)?;
+
+        // A page fault in the scheduling thread can deadlock the machine:
+        // the task that would resolve it may be waiting for us. Lock all
+        // memory (rustland_core's allocator is our global allocator: its
+        // 64 MiB heap is static, so it is locked too).
+        scx_rustland_core::ALLOCATOR.lock_memory();
+
+        if cfg.partial {
+            // In partial mode only SCHED_EXT tasks are ours; the agent must
+            // be one of them or it would spin under the fair class.
+            let param = libc::sched_param { sched_priority: 0 };
+            const SCHED_EXT: i32 = 7;
+            if unsafe { libc::sched_setscheduler(0, SCHED_EXT, &param) } != 0 {
+                return Err(anyhow!("switching the agent to SCHED_EXT failed: {}", std::io::Error::last_os_error()));
+            }
+        }
+
+        info!(
+            "scx_wakelab loaded: {} CPUs, slice {} us, {} mode",
+            placer.nr_cpus(),
+            cfg.slice_ns / 1000,
+            if cfg.partial { "partial" } else { "full" }
+        );
+        let _ = &mut skel;
+        Ok(Agent {
+            skel,
+            struct_ops: Some(link),
+            wakeups,
+            decisions,
+            inbox,
+            backlog: VecDeque::with_capacity(bpf_intf::wakelab_consts_WL_RING_ENTRIES as usize),
+            placer,
+            metrics,
+            local: LiveMetrics::default(),
+            last_publish: Instant::now(),
+        })
+    }
+
+    /// The scheduling loop. Returns when asked to stop or when the kernel
+    /// unloads us; the exit info says whether to restart.
+    pub fn run(&mut self, shutdown: &AtomicBool) -> Result<UserExitInfo> {
+        while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
+            self.flush_backlog();
+            if self.backlog.is_empty() {
+                let n = self.wakeups.consume_raw_n(BATCH);
+                if n < 0 {
+                    warn!("consuming the wakeup ring failed: {n}");
+                }
+                self.place_inbox();
+            }
+            self.publish(false);
+            // Give the CPU back. BPF parks us in our own queue and runs us
+            // again only when there is work (or at the heartbeat).
+            std::thread::yield_now();
+        }
+        self.publish(true);
+        // Detach first so that no task waits for a decision we will not make.
+        self.struct_ops.take();
+        uei_report!(&self.skel, uei)
+    }
+
+    fn place_inbox(&mut self) {
+        let msgs = std::mem::take(&mut *self.inbox.borrow_mut());
+        if msgs.is_empty() {
+            self.inbox.replace(msgs);
+            return;
+        }
+        let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
+        bss.agent_consumed += msgs.len() as u64;
+        let view = CpuView::new(&bss.cpu_state[..]);
+        self.placer.begin_batch();
+        for msg in &msgs {
+            let (cpu, reason) = self.placer.place(msg, &view);
+            self.local.count_decision(reason, msg, cpu, self.placer.topology());
+            self.backlog.push_back(decision_msg {
+                pid: msg.pid,
+                cpu,
+                enq_cnt: msg.enq_cnt,
+                slice_ns: 0,
+                enqueue_ns: msg.enqueue_ns,
+            });
+        }
+        let mut msgs = msgs;
+        msgs.clear();
+        self.inbox.replace(msgs);
+        self.flush_backlog();
+    }
+
+    /// Submit queued decisions until the user ring is full.
+    fn flush_backlog(&mut self) {
+        while let Some(d) = self.backlog.front() {
+            let Ok(mut sample) = self.decisions.reserve(DECISION_MSG_SIZE) else {
+                self.local.decision_ring_full += 1;
+                break;
+            };
+            let buf = sample.as_mut();
+            // SAFETY: the sample is DECISION_MSG_SIZE bytes, reserved for us.
+            unsafe { std::ptr::write_unaligned(buf.as_mut_ptr() as *mut decision_msg, *d) };
+            if self.decisions.submit(sample).is_err() {
+                self.local.decision_ring_full += 1;
+                break;
+            }
+            self.backlog.pop_front();
+        }
+        if let Some(bss) = self.skel.maps.bss_data.as_mut() {
+            bss.agent_backlog = self.backlog.len() as u64;
+        }
+    }
+
+    /// Copy counters for the stats thread. try_lock: the scheduling thread
+    /// never waits for a reader.
+    fn publish(&mut self, force: bool) {
+        if !force && self.last_publish.elapsed() < PUBLISH_EVERY {
+            return;
+        }
+        let Some(bss) = self.skel.maps.bss_data.as_ref() else { return };
+        self.local.absorb_bpf(bss);
+        let guard = if force { self.metrics.lock().ok() } else { self.metrics.try_lock().ok() };
+        if let Some(mut m) = guard {
+            *m = self.local.clone();
+            self.last_publish = Instant::now();
+        }
+    }
+}
+
+impl Drop for Agent<'_> {
+    fn drop(&mut self) {
+        self.struct_ops.take();
+        scx_rustland_core::ALLOCATOR.unlock_memory();
+    }
+}

@@ -1,0 +1,91 @@
+//! The live layer: our BPF component, its rings and per-CPU table, and the
+//! agent loop that places every task on a sched_ext kernel.
+
+pub mod agent;
+pub mod bpf_intf;
+pub mod bpf_skel;
+pub mod env_checks;
+pub mod libbpf_log;
+pub mod placement;
+pub mod stats;
+
+use std::mem::MaybeUninit;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use log::info;
+
+use agent::{Agent, AgentConfig};
+use placement::{CpuTopology, Placer};
+use stats::LiveMetrics;
+
+/// Load, run until Ctrl-C/SIGTERM or until the kernel unloads us, and
+/// restart when the kernel asks (ACT_RESTART, e.g. after CPU hotplug, with
+/// the topology read anew).
+pub fn run_scheduler(cfg: AgentConfig, stats_interval: Option<f64>) -> Result<()> {
+    env_checks::check_can_load(Path::new("/sys"), unsafe { libc::geteuid() })?;
+
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let flag = shutdown.clone();
+    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
+        .context("installing the Ctrl-C/SIGTERM handler")?;
+
+    let metrics = Arc::new(Mutex::new(LiveMetrics::default()));
+    // Threads are started before the agent locks its memory.
+    let printer = stats_interval.map(|secs| spawn_stats_printer(secs, metrics.clone(), shutdown.clone()));
+
+    let started = Instant::now();
+    let result = loop {
+        let topo = scx_utils::Topology::new().context("reading the CPU topology from sysfs")?;
+        let placer = Placer::new(CpuTopology::from_scx(&topo));
+        let mut open_object = MaybeUninit::uninit();
+        let mut agent = Agent::init(&cfg, placer, &mut open_object, metrics.clone())?;
+        let exit = agent.run(&shutdown);
+        drop(agent);
+        match exit {
+            Ok(uei) if uei.should_restart() => {
+                info!("the kernel asked for a restart (e.g. CPU hotplug): reloading");
+                continue;
+            }
+            other => break other,
+        }
+    };
+
+    shutdown.store(true, Ordering::Relaxed);
+    if let Some(h) = printer {
+        let _ = h.join();
+    }
+    let total = metrics.lock().map(|m| m.clone()).unwrap_or_default();
+    info!(
+        "exit report after {:.1}s:\n{}",
+        started.elapsed().as_secs_f64(),
+        total.format(started.elapsed().as_secs_f64())
+    );
+    result.map(|_| ())
+}
+
+fn spawn_stats_printer(
+    secs: f64,
+    metrics: Arc<Mutex<LiveMetrics>>,
+    shutdown: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let period = Duration::from_secs_f64(secs);
+        let mut prev = LiveMetrics::default();
+        let mut last = Instant::now();
+        while !shutdown.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50).min(period));
+            if last.elapsed() < period {
+                continue;
+            }
+            let now = metrics.lock().map(|m| m.clone()).unwrap_or_default();
+            let el = last.elapsed().as_secs_f64();
+            info!("[stats]\n{}", now.delta(&prev).format(el));
+            prev = now;
+            last = Instant::now();
+        }
+    })
+}
