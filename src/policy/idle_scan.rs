@@ -1,0 +1,400 @@
+//! The LLC scan of `select_idle_sibling()` and its depth limits (SIS_PROP, SIS_UTIL).
+//!
+//! Two forms, chosen by `Config::idle_scan`:
+//!
+//! - **three-scan (v5.10):** `select_idle_core()` (whole idle core, only while the LLC's
+//!   `has_idle_cores` hint is set; idle CPUs seen on the way are thrown away unless
+//!   `idle_candidate` is on, which is Mel Gorman's Dec 2020 v2 patch 4 as posted), then
+//!   `select_idle_cpu()` (first idle CPU, SIS-limited), then `select_idle_smt(target)`.
+//! - **single pass (v5.12+, 9fe1f127):** one walk of the LLC.  While an idle core is
+//!   hinted it tests whole cores and remembers the first idle CPU it sees as the fallback
+//!   candidate; otherwise it looks for any idle CPU under the SIS limit.  From v5.13
+//!   (c722f35b) prev's SMT siblings are tried first when no idle core is hinted.
+//!
+//! Scan length is counted in `sis_scanned` / `Decision::scanned`: every CPU whose state is
+//! examined, each SMT sibling of a core test included.
+
+use super::config::{IdleScan, SisMode};
+use super::cpuset::{CpuSet, MAX_CPUS};
+use super::engine::Step;
+use super::rules::Rule;
+use super::topology::SCHED_CAPACITY_SCALE;
+
+/// SIS_UTIL's `nr_idle_scan` for an LLC of `llc_weight` CPUs whose summed cfs utilisation
+/// is `sum_util`, with the LLC domain's `imbalance_pct`.
+///
+/// **Approximation, unverified against the source here** (the reference marks the formula
+/// unverified).  It follows the derivation in 70fb5ccf's changelog and comment as recalled:
+/// the fraction of the LLC to scan falls quadratically with utilisation and reaches zero at
+/// the "overloaded" threshold `100 / imbalance_pct` (≈85 % for 117):
+///
+/// ```text
+///   x  = sum_util / llc_weight                         (average util per CPU, 0..1024)
+///   y  = 1024 - min(1024, x² · pct² / (10000 · 1024))   (fraction to scan, scaled by 1024)
+///   nr_idle_scan = y · llc_weight / 1024
+/// ```
+///
+/// The kernel recomputes it during periodic load balancing of the LLC domain (not for
+/// newly-idle balancing), so its value lags; the engine recomputes it from the snapshot at
+/// each decision, which is the value the next periodic balance would store.
+pub fn sis_util_nr_idle_scan(sum_util: u64, llc_weight: u64, imbalance_pct: u32) -> u64 {
+    if llc_weight == 0 {
+        return 0;
+    }
+    let scale = SCHED_CAPACITY_SCALE as u64;
+    let x = sum_util / llc_weight;
+    let pct = imbalance_pct as u64;
+    let tmp = (x * x * pct * pct / (10_000 * scale)).min(scale);
+    let y = scale - tmp;
+    y * llc_weight / scale
+}
+
+/// SIS_PROP's depth (v5.10 formula): the waker CPU's average idle time (ns / 512, "due to
+/// large variance we need a large fuzz factor") against the average cost of a scan, scaled
+/// by the LLC size; at least 4.  The loop stops at `!--nr`, so it examines at most `nr - 1`
+/// CPUs.  v5.13's aged `wake_avg_idle` and the later core-proportional scaling are not
+/// modelled.
+pub fn sis_prop_nr(avg_idle_ns: u64, avg_scan_cost_ns: u64, llc_weight: u64) -> u64 {
+    let avg_idle = avg_idle_ns / 512;
+    let avg_cost = avg_scan_cost_ns + 1;
+    let span_avg = llc_weight.saturating_mul(avg_idle);
+    if span_avg > 4u64.saturating_mul(avg_cost) { span_avg / avg_cost } else { 4 }
+}
+
+/// `update_avg()`: `avg += (sample - avg) / 8`, signed, truncating towards zero.
+pub fn update_avg(avg: &mut u64, sample: u64) {
+    let diff = sample as i128 - *avg as i128;
+    *avg = (*avg as i128 + diff / 8).max(0) as u64;
+}
+
+impl Step<'_> {
+    /// Everything after the recent_used_cpu block: the LLC scans, then `return target`.
+    pub(super) fn scan_llc(&mut self, prev: usize, target: usize, allowed: &CpuSet) -> usize {
+        let topo = self.topo;
+        // sd = rcu_dereference(per_cpu(sd_llc, target)); if (!sd) return target;
+        if !topo.is_online(target) || topo.llc_size(target) <= 1 {
+            self.push(Rule::SisNoLlcDomain);
+            return target;
+        }
+        self.cnt.sis_domain_search += 1;
+        let cpus = topo.llc_mask(target).and(allowed).and(topo.online());
+        let has_idle_cores = self.llc[topo.llc_index(target)].has_idle_cores;
+
+        let found = match self.cfg.idle_scan {
+            IdleScan::SinglePass => {
+                let mut has_idle_core = false;
+                if topo.smt_present() {
+                    has_idle_core = has_idle_cores;
+                    // c722f35b: with no idle core to hope for, an idle sibling of prev keeps
+                    // the task next to its cache, before a possibly long LLC walk.
+                    if !has_idle_core
+                        && self.cfg.select_idle_smt_prev
+                        && topo.share_cache(prev, target)
+                        && let Some(i) = self.select_idle_smt_prev(prev, target, allowed)
+                    {
+                        return i;
+                    }
+                }
+                self.select_idle_cpu_single_pass(target, cpus, has_idle_core)
+            }
+            IdleScan::ThreeScan => {
+                // Ablation: v5.13's prev-sibling check ahead of the v5.10 scans.
+                if self.cfg.select_idle_smt_prev
+                    && topo.smt_present()
+                    && !has_idle_cores
+                    && topo.share_cache(prev, target)
+                    && let Some(i) = self.select_idle_smt_prev(prev, target, allowed)
+                {
+                    return i;
+                }
+                match self.select_idle_core_three_scan(target, cpus, allowed) {
+                    Some(i) => Some(i),
+                    None => match self.select_idle_cpu_three_scan(target, cpus) {
+                        Some(i) => Some(i),
+                        None => self.select_idle_smt_target(target, allowed),
+                    },
+                }
+            }
+        };
+        match found {
+            Some(i) => i,
+            None => {
+                self.cnt.sis_failed += 1;
+                self.push(Rule::SisFallbackTarget);
+                target
+            }
+        }
+    }
+
+    #[inline]
+    fn count_scanned(&mut self, n: u32) {
+        self.scanned += n;
+        self.cnt.sis_scanned += n as u64;
+    }
+
+    /// v5.13+ `select_idle_smt(p, prev)`: the first allowed SMT sibling of prev (in the
+    /// target's LLC, other than prev) that is idle or SCHED_IDLE-only.
+    fn select_idle_smt_prev(&mut self, prev: usize, target: usize, allowed: &CpuSet) -> Option<usize> {
+        let topo = self.topo;
+        let sibs = topo.smt_mask(prev).and(allowed).and(topo.llc_mask(target)).and(topo.online());
+        for c in sibs.iter() {
+            if c == prev {
+                continue;
+            }
+            self.count_scanned(1);
+            if self.idle_or_sched_idle(c) {
+                self.push(Rule::SisSmtPrevSibling);
+                self.cnt.sis_smt_prev_hit += 1;
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// v5.10 `select_idle_smt(p, sd, target)`: the first allowed SMT sibling of the target
+    /// (the target included) that is idle or SCHED_IDLE-only.
+    fn select_idle_smt_target(&mut self, target: usize, allowed: &CpuSet) -> Option<usize> {
+        let topo = self.topo;
+        if !topo.smt_present() {
+            return None;
+        }
+        let sibs = topo.smt_mask(target).and(allowed).and(topo.llc_mask(target)).and(topo.online());
+        for c in sibs.iter() {
+            self.count_scanned(1);
+            if self.idle_or_sched_idle(c) {
+                self.push(Rule::SisSmtTargetSibling);
+                self.cnt.sis_smt_target_hit += 1;
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// v5.10 `select_idle_core(p, sd, target)`: a core whose every sibling is idle, walking
+    /// the LLC ∩ allowed from the target; only while the LLC hints that an idle core exists,
+    /// and a failed walk clears the hint.  With `idle_candidate` (Mel's v2 patch 4) the first
+    /// allowed idle CPU seen is returned when no whole core is idle.
+    fn select_idle_core_three_scan(&mut self, target: usize, cpus: CpuSet, allowed: &CpuSet) -> Option<usize> {
+        let topo = self.topo;
+        if !topo.smt_present() {
+            return None;
+        }
+        let llc = topo.llc_index(target);
+        if !self.llc[llc].has_idle_cores {
+            return None;
+        }
+        let keep_candidate = self.cfg.idle_candidate;
+        let mut cpus = cpus;
+        let mut candidate = None;
+        let (mut wrapped, mut from) = (false, target);
+        while let Some(core) = cpus.next_wrap(from, target, &mut wrapped) {
+            from = core + 1;
+            let mut idle = true;
+            for c in topo.smt_mask(core).and(topo.online()).iter() {
+                self.count_scanned(1);
+                if !self.available_idle(c) {
+                    idle = false;
+                    // v5.10 stops at the first busy sibling; patch 4 keeps looking for a
+                    // candidate until it has one.
+                    if !keep_candidate || candidate.is_some() {
+                        break;
+                    }
+                    continue;
+                }
+                if keep_candidate && candidate.is_none() && allowed.contains(c) {
+                    candidate = Some(c);
+                }
+            }
+            if idle {
+                self.push(Rule::SisIdleCore);
+                self.cnt.sis_idle_core_hit += 1;
+                return Some(core);
+            }
+            cpus.remove_all(topo.smt_mask(core));
+        }
+        self.llc[llc].has_idle_cores = false;
+        if let Some(c) = candidate {
+            self.push(Rule::SisIdleCandidate);
+            self.cnt.sis_idle_candidate_hit += 1;
+            return Some(c);
+        }
+        None
+    }
+
+    /// The scan budget `nr` of the idle-CPU search, or `None` when the search is skipped.
+    /// The bool says whether SIS_PROP is measuring this scan's cost.
+    fn sis_budget(&mut self, target: usize, has_idle_core: bool) -> Option<(u64, bool)> {
+        let topo = self.topo;
+        match self.cfg.sis {
+            SisMode::None => Some((u64::MAX, false)),
+            SisMode::Util => {
+                // nr_idle_scan + 1, "because !--nr is the condition to stop scan"; an
+                // overloaded LLC is unlikely to have an idle CPU or core: don't scan at all
+                // (before the loop, so even an idle-core search is skipped).
+                let span = topo.llc_mask(target).and(topo.online());
+                let sum_util: u64 = span
+                    .iter()
+                    .map(|c| (self.snap(c).util as u64).min(self.capacity_of(c)))
+                    .sum();
+                let nr = sis_util_nr_idle_scan(sum_util, span.count() as u64, self.cfg.imbalance_pct_llc) + 1;
+                self.sis_nr = Some(nr);
+                if nr == 1 {
+                    self.push(Rule::SisUtilOverloaded);
+                    self.cnt.sis_util_overloaded += 1;
+                    return None;
+                }
+                Some((nr, false))
+            }
+            SisMode::Prop => {
+                // Only the idle-CPU search is limited: an idle-core search, when hinted,
+                // walks the whole LLC.
+                if has_idle_core {
+                    return Some((u64::MAX, false));
+                }
+                // this_sd = the waker's LLC domain, which holds avg_scan_cost.
+                let this = self.this_cpu;
+                if !topo.is_online(this) || topo.llc_size(this) <= 1 {
+                    self.push(Rule::SisPropNoWakerLlc);
+                    return None;
+                }
+                let cost = self.llc[topo.llc_index(this)].avg_scan_cost_ns;
+                let nr = sis_prop_nr(self.snap(this).avg_idle_ns, cost, topo.llc_size(target) as u64);
+                self.sis_nr = Some(nr);
+                Some((nr, true))
+            }
+        }
+    }
+
+    /// Folds this scan's emulated cost into the waker LLC's `avg_scan_cost`.
+    fn update_scan_cost(&mut self, examined: u64) {
+        let topo = self.topo;
+        let sample = self
+            .cfg
+            .sis_prop_cost_fixed_ns
+            .saturating_add(self.cfg.sis_prop_cost_per_cpu_ns.saturating_mul(examined));
+        let l = topo.llc_index(self.this_cpu);
+        update_avg(&mut self.llc[l].avg_scan_cost_ns, sample);
+    }
+
+    fn scan_start(&self, target: usize) -> usize {
+        // 56498cfb (v5.15): the target was just tested, start after it.
+        let s = if self.cfg.scan_skips_target { target + 1 } else { target };
+        if s >= MAX_CPUS { 0 } else { s }
+    }
+
+    /// v5.10 `select_idle_cpu(p, sd, target)`: the first idle (or SCHED_IDLE-only) CPU of
+    /// the LLC ∩ allowed, walking from the target, within the SIS budget.  Running out of
+    /// budget returns without updating the scan cost, as the kernel's early `return -1` does.
+    fn select_idle_cpu_three_scan(&mut self, target: usize, cpus: CpuSet) -> Option<usize> {
+        let (mut nr, prop) = self.sis_budget(target, false)?;
+        let mut examined = 0u64;
+        let mut found = None;
+        for c in cpus.iter_wrap(self.scan_start(target)) {
+            nr -= 1;
+            if nr == 0 {
+                self.push(Rule::SisScanLimitReached);
+                self.cnt.sis_scan_limited += 1;
+                return None;
+            }
+            examined += 1;
+            self.count_scanned(1);
+            if self.idle_or_sched_idle(c) {
+                found = Some(c);
+                break;
+            }
+        }
+        if prop {
+            self.update_scan_cost(examined);
+        }
+        if found.is_some() {
+            self.push(Rule::SisIdleCpu);
+            self.cnt.sis_idle_cpu_hit += 1;
+        }
+        found
+    }
+
+    /// v5.12+ `select_idle_cpu(p, sd, has_idle_core, target)`: the single pass.
+    fn select_idle_cpu_single_pass(&mut self, target: usize, cpus: CpuSet, has_idle_core: bool) -> Option<usize> {
+        let topo = self.topo;
+        let (mut nr, prop) = self.sis_budget(target, has_idle_core)?;
+        let start = self.scan_start(target);
+        let mut cpus = cpus;
+        let mut idle_cpu: Option<usize> = None;
+        let mut examined = 0u64;
+        let (mut wrapped, mut from) = (false, start);
+        while let Some(cpu) = cpus.next_wrap(from, start, &mut wrapped) {
+            from = cpu + 1;
+            if has_idle_core {
+                if let Some(core) = self.select_idle_core_single_pass(cpu, &mut cpus, &mut idle_cpu) {
+                    self.push(Rule::SisIdleCore);
+                    self.cnt.sis_idle_core_hit += 1;
+                    return Some(core);
+                }
+            } else {
+                nr -= 1;
+                if nr == 0 {
+                    self.push(Rule::SisScanLimitReached);
+                    self.cnt.sis_scan_limited += 1;
+                    return None;
+                }
+                examined += 1;
+                self.count_scanned(1);
+                if self.idle_or_sched_idle(cpu) {
+                    idle_cpu = Some(cpu);
+                    break;
+                }
+            }
+        }
+        if has_idle_core {
+            // The hint was wrong: clear it so the next wake-ups skip the core search.
+            self.llc[topo.llc_index(target)].has_idle_cores = false;
+        }
+        if prop {
+            self.update_scan_cost(examined);
+        }
+        let c = idle_cpu?;
+        if has_idle_core {
+            self.push(Rule::SisIdleCandidate);
+            self.cnt.sis_idle_candidate_hit += 1;
+        } else {
+            self.push(Rule::SisIdleCpu);
+            self.cnt.sis_idle_cpu_hit += 1;
+        }
+        Some(c)
+    }
+
+    /// v5.12+ `select_idle_core(p, core, cpus, &idle_cpu)`: `core` if all its siblings are
+    /// idle; otherwise remember the first idle (or SCHED_IDLE-only) allowed CPU seen as the
+    /// candidate, drop the core's siblings from the walk and return `None`.
+    fn select_idle_core_single_pass(
+        &mut self,
+        core: usize,
+        cpus: &mut CpuSet,
+        idle_cpu: &mut Option<usize>,
+    ) -> Option<usize> {
+        let topo = self.topo;
+        let mut idle = true;
+        for c in topo.smt_mask(core).and(topo.online()).iter() {
+            self.count_scanned(1);
+            if !self.available_idle(c) {
+                idle = false;
+                if idle_cpu.is_none() {
+                    if self.sched_idle(c) && cpus.contains(c) {
+                        *idle_cpu = Some(c);
+                        break;
+                    }
+                    continue;
+                }
+                break;
+            }
+            if idle_cpu.is_none() && cpus.contains(c) {
+                *idle_cpu = Some(c);
+            }
+        }
+        if idle {
+            return Some(core);
+        }
+        cpus.remove_all(topo.smt_mask(core));
+        None
+    }
+}
