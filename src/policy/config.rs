@@ -148,13 +148,25 @@ impl Default for Config {
 /// A configuration error, with enough context to fix it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConfigError {
-    UnknownPreset { name: String },
-    UnknownKey { key: String },
-    BadValue { key: String, value: String, expected: String },
+    UnknownPreset {
+        name: String,
+    },
+    UnknownKey {
+        key: String,
+    },
+    BadValue {
+        key: String,
+        value: String,
+        expected: String,
+    },
     /// A `--set` argument without `=`.
-    BadSyntax { arg: String },
+    BadSyntax {
+        arg: String,
+    },
     /// A combination that makes no sense.
-    Conflict { reason: String },
+    Conflict {
+        reason: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -163,14 +175,22 @@ impl fmt::Display for ConfigError {
             ConfigError::UnknownPreset { name } => write!(
                 f,
                 "unknown preset '{name}'; known presets: {}",
-                PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+                PRESETS
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             ConfigError::UnknownKey { key } => write!(
                 f,
                 "unknown policy flag '{key}'; known flags: {}",
                 FLAGS.iter().map(|f| f.key).collect::<Vec<_>>().join(", ")
             ),
-            ConfigError::BadValue { key, value, expected } => {
+            ConfigError::BadValue {
+                key,
+                value,
+                expected,
+            } => {
                 write!(f, "bad value '{value}' for '{key}': expected {expected}")
             }
             ConfigError::BadSyntax { arg } => {
@@ -355,43 +375,76 @@ fn preset_v5_10() -> Config {
 }
 
 fn preset_v5_12() -> Config {
-    Config { idle_scan: IdleScan::SinglePass, idle_candidate: true, ..preset_v5_10() }
+    Config {
+        idle_scan: IdleScan::SinglePass,
+        idle_candidate: true,
+        ..preset_v5_10()
+    }
 }
 
 fn preset_v5_13() -> Config {
-    Config { select_idle_smt_prev: true, ..preset_v5_12() }
+    Config {
+        select_idle_smt_prev: true,
+        ..preset_v5_12()
+    }
 }
 
 fn preset_v5_14() -> Config {
-    Config { newidle_skip_pending_wakeup: true, ..preset_v5_13() }
+    Config {
+        newidle_skip_pending_wakeup: true,
+        ..preset_v5_13()
+    }
 }
 
 fn preset_v5_15() -> Config {
-    Config { recent_used: RecentUsedMode::Prev, scan_skips_target: true, ..preset_v5_14() }
+    Config {
+        recent_used: RecentUsedMode::Prev,
+        scan_skips_target: true,
+        ..preset_v5_14()
+    }
 }
 
 fn preset_v6_0() -> Config {
-    Config { sis: SisMode::Util, kthread_stacking_requires_task: true, ..preset_v5_15() }
+    Config {
+        sis: SisMode::Util,
+        kthread_stacking_requires_task: true,
+        ..preset_v5_15()
+    }
 }
 
 fn preset_v6_5() -> Config {
-    Config { recent_used: RecentUsedMode::PrevFixed, ..preset_v6_0() }
+    Config {
+        recent_used: RecentUsedMode::PrevFixed,
+        ..preset_v6_0()
+    }
 }
 
 fn preset_v6_12() -> Config {
-    Config { delayed_dequeue: true, ..preset_v6_5() }
+    Config {
+        delayed_dequeue: true,
+        ..preset_v6_5()
+    }
 }
 
 fn preset_v6_12_y() -> Config {
-    Config { sync_excludes_delayed: true, ..preset_v6_12() }
+    Config {
+        sync_excludes_delayed: true,
+        ..preset_v6_12()
+    }
 }
 
 fn preset_v6_16() -> Config {
-    Config { sync_excludes_delayed: true, ..preset_v6_12() }
+    Config {
+        sync_excludes_delayed: true,
+        ..preset_v6_12()
+    }
 }
 
 fn preset_mainline_barry() -> Config {
-    Config { sync_requires_task_waker: true, ..preset_v6_16() }
+    Config {
+        sync_requires_task_waker: true,
+        ..preset_v6_16()
+    }
 }
 
 /// Every preset.  Cluster-aware scanning (v6.7) is not modelled, so v6.7+ presets behave as
@@ -471,8 +524,18 @@ pub const PRESETS: &[Preset] = &[
 
 /// Preset names, for clap's possible values.
 pub const PRESET_NAMES: &[&str] = &[
-    "v5.10", "v5.12", "v5.13", "v5.14", "v5.15", "v6.0", "v6.5", "v6.12", "v6.12.y", "v6.16",
-    "mainline", "mainline+barry",
+    "v5.10",
+    "v5.12",
+    "v5.13",
+    "v5.14",
+    "v5.15",
+    "v6.0",
+    "v6.5",
+    "v6.12",
+    "v6.12.y",
+    "v6.16",
+    "mainline",
+    "mainline+barry",
 ];
 
 fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
@@ -491,7 +554,11 @@ fn parse_u64(key: &str, v: &str, min: u64, max: u64, expected: &str) -> Result<u
 }
 
 fn bad(key: &str, v: &str, expected: &str) -> ConfigError {
-    ConfigError::BadValue { key: key.into(), value: v.into(), expected: expected.into() }
+    ConfigError::BadValue {
+        key: key.into(),
+        value: v.into(),
+        expected: expected.into(),
+    }
 }
 
 impl RecentUsedMode {
@@ -575,7 +642,9 @@ impl Config {
 
     /// Parses and applies one `key=value` string.
     pub fn set_kv(&mut self, kv: &str) -> Result<(), ConfigError> {
-        let (k, v) = kv.split_once('=').ok_or_else(|| ConfigError::BadSyntax { arg: kv.into() })?;
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| ConfigError::BadSyntax { arg: kv.into() })?;
         self.set(k.trim(), v.trim())
     }
 
@@ -603,8 +672,13 @@ impl Config {
             "scan_skips_target" => self.scan_skips_target = parse_bool(k, v)?,
             "sis" => self.sis = SisMode::parse(v).ok_or_else(|| bad(k, v, "none|prop|util"))?,
             "sis_prop_cost_per_cpu_ns" => {
-                self.sis_prop_cost_per_cpu_ns =
-                    parse_u64(k, v, 1, 1_000_000_000, "an integer number of ns, at least 1")?
+                self.sis_prop_cost_per_cpu_ns = parse_u64(
+                    k,
+                    v,
+                    1,
+                    1_000_000_000,
+                    "an integer number of ns, at least 1",
+                )?
             }
             "sis_prop_cost_fixed_ns" => {
                 self.sis_prop_cost_fixed_ns =
@@ -685,7 +759,10 @@ impl Config {
 
     /// Every flag with its current value and its description.
     pub fn flags(&self) -> Vec<(&'static FlagSpec, String)> {
-        FLAGS.iter().map(|f| (f, self.get(f.key).unwrap_or_default())).collect()
+        FLAGS
+            .iter()
+            .map(|f| (f, self.get(f.key).unwrap_or_default()))
+            .collect()
     }
 
     /// Human-readable listing, one flag per line: `key = value  (values) help`.
@@ -693,14 +770,21 @@ impl Config {
         let width = FLAGS.iter().map(|f| f.key.len()).max().unwrap_or(0);
         let mut out = String::new();
         for (f, v) in self.flags() {
-            out.push_str(&format!("{:width$} = {:14} [{}]\n    {}\n", f.key, v, f.values, f.help));
+            out.push_str(&format!(
+                "{:width$} = {:14} [{}]\n    {}\n",
+                f.key, v, f.values, f.help
+            ));
         }
         out
     }
 
     /// Names of the presets this config equals exactly (possibly several aliases).
     pub fn matching_presets(&self) -> Vec<&'static str> {
-        PRESETS.iter().filter(|p| p.config() == *self).map(|p| p.name).collect()
+        PRESETS
+            .iter()
+            .filter(|p| p.config() == *self)
+            .map(|p| p.name)
+            .collect()
     }
 
     /// The flags whose value differs from `base`, as `key=value` strings.
@@ -751,7 +835,10 @@ fn default_preset_name() -> String {
 
 impl Default for PolicySpec {
     fn default() -> Self {
-        PolicySpec { preset: default_preset_name(), set: BTreeMap::new() }
+        PolicySpec {
+            preset: default_preset_name(),
+            set: BTreeMap::new(),
+        }
     }
 }
 
@@ -872,26 +959,60 @@ pub struct PolicyArgs {
 impl PolicyArgs {
     /// Preset, then per-flag options, then `--set` in order; then validation.
     pub fn to_config(&self) -> Result<Config, ConfigError> {
-        let preset = if self.preset.is_empty() { "mainline" } else { self.preset.as_str() };
+        let preset = if self.preset.is_empty() {
+            "mainline"
+        } else {
+            self.preset.as_str()
+        };
         let mut c = Config::from_preset(preset)?;
         let opts: [(&str, Option<String>); 18] = [
-            ("sync_requires_task_waker", self.sync_requires_task_waker.map(|b| b.to_string())),
-            ("newidle_skip_pending_wakeup", self.newidle_skip_pending_wakeup.map(|b| b.to_string())),
-            ("delayed_dequeue", self.delayed_dequeue.map(|b| b.to_string())),
-            ("sync_excludes_delayed", self.sync_excludes_delayed.map(|b| b.to_string())),
+            (
+                "sync_requires_task_waker",
+                self.sync_requires_task_waker.map(|b| b.to_string()),
+            ),
+            (
+                "newidle_skip_pending_wakeup",
+                self.newidle_skip_pending_wakeup.map(|b| b.to_string()),
+            ),
+            (
+                "delayed_dequeue",
+                self.delayed_dequeue.map(|b| b.to_string()),
+            ),
+            (
+                "sync_excludes_delayed",
+                self.sync_excludes_delayed.map(|b| b.to_string()),
+            ),
             ("recent_used", self.recent_used.clone()),
             ("idle_scan", self.idle_scan.clone()),
             ("idle_candidate", self.idle_candidate.map(|b| b.to_string())),
-            ("select_idle_smt_prev", self.select_idle_smt_prev.map(|b| b.to_string())),
-            ("scan_skips_target", self.scan_skips_target.map(|b| b.to_string())),
+            (
+                "select_idle_smt_prev",
+                self.select_idle_smt_prev.map(|b| b.to_string()),
+            ),
+            (
+                "scan_skips_target",
+                self.scan_skips_target.map(|b| b.to_string()),
+            ),
             ("sis", self.sis.clone()),
-            ("sis_prop_cost_per_cpu_ns", self.sis_prop_cost_per_cpu_ns.map(|n| n.to_string())),
-            ("sis_prop_cost_fixed_ns", self.sis_prop_cost_fixed_ns.map(|n| n.to_string())),
+            (
+                "sis_prop_cost_per_cpu_ns",
+                self.sis_prop_cost_per_cpu_ns.map(|n| n.to_string()),
+            ),
+            (
+                "sis_prop_cost_fixed_ns",
+                self.sis_prop_cost_fixed_ns.map(|n| n.to_string()),
+            ),
             ("wa_idle", self.wa_idle.map(|b| b.to_string())),
             ("wa_weight", self.wa_weight.map(|b| b.to_string())),
             ("wa_bias", self.wa_bias.map(|b| b.to_string())),
-            ("imbalance_pct_llc", self.imbalance_pct_llc.map(|n| n.to_string())),
-            ("imbalance_pct_smt", self.imbalance_pct_smt.map(|n| n.to_string())),
+            (
+                "imbalance_pct_llc",
+                self.imbalance_pct_llc.map(|n| n.to_string()),
+            ),
+            (
+                "imbalance_pct_smt",
+                self.imbalance_pct_smt.map(|n| n.to_string()),
+            ),
             (
                 "kthread_stacking_requires_task",
                 self.kthread_stacking_requires_task.map(|b| b.to_string()),
@@ -926,11 +1047,16 @@ mod tests {
         assert_eq!(PRESET_NAMES.len(), PRESETS.len());
         for (p, n) in PRESETS.iter().zip(PRESET_NAMES) {
             assert_eq!(p.name, *n);
-            p.config().validate().unwrap_or_else(|e| panic!("{}: {e}", p.name));
+            p.config()
+                .validate()
+                .unwrap_or_else(|e| panic!("{}: {e}", p.name));
             assert_eq!(Config::from_preset(p.name).unwrap(), p.config());
         }
         assert_eq!(Config::default(), Config::from_preset("mainline").unwrap());
-        assert_eq!(Config::from_preset("v6.16").unwrap(), Config::from_preset("mainline").unwrap());
+        assert_eq!(
+            Config::from_preset("v6.16").unwrap(),
+            Config::from_preset("mainline").unwrap()
+        );
     }
 
     #[test]
@@ -949,10 +1075,17 @@ mod tests {
         assert!(c("v6.12.y").sync_excludes_delayed);
         assert!(c("v6.16").sync_excludes_delayed && !c("v6.16").sync_requires_task_waker);
         assert!(c("mainline+barry").sync_requires_task_waker);
-        assert_eq!(c("mainline+barry").diff_from(&c("mainline")), vec!["sync_requires_task_waker=true"]);
+        assert_eq!(
+            c("mainline+barry").diff_from(&c("mainline")),
+            vec!["sync_requires_task_waker=true"]
+        );
         for n in PRESET_NAMES {
             for f in FLAGS {
-                assert!(c(n).get(f.key).is_some(), "{n}: flag {} has no getter", f.key);
+                assert!(
+                    c(n).get(f.key).is_some(),
+                    "{n}: flag {} has no getter",
+                    f.key
+                );
             }
         }
     }
@@ -972,12 +1105,15 @@ mod tests {
 
     #[test]
     fn overrides_compose_after_the_preset() {
-        let c = Config::from_preset_with("v6.12", &["sync_excludes_delayed=true", "sis=prop"]).unwrap();
+        let c =
+            Config::from_preset_with("v6.12", &["sync_excludes_delayed=true", "sis=prop"]).unwrap();
         assert!(c.sync_excludes_delayed);
         assert_eq!(c.sis, SisMode::Prop);
         assert!(c.delayed_dequeue);
         // intermediate inconsistency is fine, the end state is validated
-        let c = Config::from_preset_with("v6.16", &["idle_candidate=false", "idle_scan=three-scan"]).unwrap();
+        let c =
+            Config::from_preset_with("v6.16", &["idle_candidate=false", "idle_scan=three-scan"])
+                .unwrap();
         assert_eq!(c.idle_scan, IdleScan::ThreeScan);
         // dashes accepted in keys
         let c = Config::from_preset_with("v6.16", &["recent-used=search-target"]).unwrap();
@@ -987,7 +1123,9 @@ mod tests {
     #[test]
     fn errors_are_clear() {
         let e = Config::from_preset("v4.19").unwrap_err();
-        assert!(e.to_string().contains("unknown preset 'v4.19'") && e.to_string().contains("v5.10"));
+        assert!(
+            e.to_string().contains("unknown preset 'v4.19'") && e.to_string().contains("v5.10")
+        );
         let e = Config::from_preset_with("mainline", &["nope=1"]).unwrap_err();
         assert!(e.to_string().contains("unknown policy flag 'nope'"));
         let e = Config::from_preset_with("mainline", &["sis=fast"]).unwrap_err();
@@ -1003,7 +1141,10 @@ mod tests {
         let e = Config::from_preset_with("mainline", &["wa_idle"]).unwrap_err();
         assert!(matches!(e, ConfigError::BadSyntax { .. }));
         let e = Config::from_preset_with("mainline", &["idle_candidate=false"]).unwrap_err();
-        assert!(e.to_string().contains("requires idle_candidate=true"), "{e}");
+        assert!(
+            e.to_string().contains("requires idle_candidate=true"),
+            "{e}"
+        );
         // serde-built configs are validated too
         let c: Config = serde_json::from_str(r#"{"sis_prop_cost_per_cpu_ns": 0}"#).unwrap();
         assert!(c.validate().is_err());
@@ -1033,8 +1174,14 @@ mod tests {
         .unwrap();
         let c = spec.to_config().unwrap();
         assert!(c.sync_excludes_delayed && c.sis == SisMode::Prop && c.imbalance_pct_llc == 125);
-        let spec: PolicySpec = serde_json::from_str(r#"{"set": {"recent_used": "nonsense"}}"#).unwrap();
-        assert!(spec.to_config().unwrap_err().to_string().contains("recent_used"));
+        let spec: PolicySpec =
+            serde_json::from_str(r#"{"set": {"recent_used": "nonsense"}}"#).unwrap();
+        assert!(
+            spec.to_config()
+                .unwrap_err()
+                .to_string()
+                .contains("recent_used")
+        );
     }
 
     #[test]
@@ -1050,15 +1197,23 @@ mod tests {
     #[test]
     fn clap_args_compose() {
         let cli = Cli::try_parse_from([
-            "x", "--preset", "v6.12", "--sync-excludes-delayed", "true", "--set", "sis=prop",
-            "--recent-used", "search-target",
+            "x",
+            "--preset",
+            "v6.12",
+            "--sync-excludes-delayed",
+            "true",
+            "--set",
+            "sis=prop",
+            "--recent-used",
+            "search-target",
         ])
         .unwrap();
         let c = cli.policy.to_config().unwrap();
         assert!(c.sync_excludes_delayed && c.sis == SisMode::Prop);
         assert_eq!(c.recent_used, RecentUsedMode::SearchTarget);
         // --set wins over the per-flag option
-        let cli = Cli::try_parse_from(["x", "--wa-idle", "false", "--set", "wa_idle=true"]).unwrap();
+        let cli =
+            Cli::try_parse_from(["x", "--wa-idle", "false", "--set", "wa_idle=true"]).unwrap();
         assert!(cli.policy.to_config().unwrap().wa_idle);
         assert!(Cli::try_parse_from(["x", "--preset", "v9.9"]).is_err());
         assert!(Cli::try_parse_from(["x", "--sis", "fast"]).is_err());
@@ -1069,6 +1224,9 @@ mod tests {
         // help renders and names the patch status
         use clap::CommandFactory;
         let help = Cli::command().render_long_help().to_string();
-        assert!(help.contains("never merged") && help.contains("merged v5.14"), "{help}");
+        assert!(
+            help.contains("never merged") && help.contains("merged v5.14"),
+            "{help}"
+        );
     }
 }

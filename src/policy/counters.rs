@@ -168,9 +168,11 @@ mod tests {
 
     #[test]
     fn add_diff_fields() {
-        let mut a = Counters::default();
-        a.nr_wakeups = 5;
-        a.sis_scanned = 7;
+        let a = Counters {
+            nr_wakeups: 5,
+            sis_scanned: 7,
+            ..Default::default()
+        };
         let mut b = a;
         b.add(&a);
         assert_eq!(b.nr_wakeups, 10);

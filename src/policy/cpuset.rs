@@ -145,13 +145,19 @@ impl CpuSet {
     /// True when the two sets share at least one CPU (`cpumask_intersects`).
     #[inline]
     pub fn intersects(&self, other: &CpuSet) -> bool {
-        self.words.iter().zip(other.words.iter()).any(|(a, b)| a & b != 0)
+        self.words
+            .iter()
+            .zip(other.words.iter())
+            .any(|(a, b)| a & b != 0)
     }
 
     /// True when every CPU of `self` is in `other` (`cpumask_subset`).
     #[inline]
     pub fn is_subset_of(&self, other: &CpuSet) -> bool {
-        self.words.iter().zip(other.words.iter()).all(|(a, b)| a & !b == 0)
+        self.words
+            .iter()
+            .zip(other.words.iter())
+            .all(|(a, b)| a & !b == 0)
     }
 
     /// Smallest CPU `>= from` in the set.
@@ -187,7 +193,12 @@ impl CpuSet {
     #[inline]
     pub fn iter_wrap(&self, start: usize) -> WrapIter<'_> {
         let start = if start >= MAX_CPUS { 0 } else { start };
-        WrapIter { set: self, start, next: Some(start), wrapped: false }
+        WrapIter {
+            set: self,
+            start,
+            next: Some(start),
+            wrapped: false,
+        }
     }
 
     /// One step of a wrap-around walk that tolerates the set changing under it: the next CPU
@@ -249,9 +260,14 @@ impl CpuSet {
 }
 
 fn parse_cpu(s: &str) -> Result<usize, String> {
-    let c: usize = s.trim().parse().map_err(|_| format!("'{s}' is not a CPU id"))?;
+    let c: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a CPU id"))?;
     if c >= MAX_CPUS {
-        return Err(format!("CPU {c} is beyond the policy's limit of {MAX_CPUS} CPUs"));
+        return Err(format!(
+            "CPU {c} is beyond the policy's limit of {MAX_CPUS} CPUs"
+        ));
     }
     Ok(c)
 }

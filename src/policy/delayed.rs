@@ -51,7 +51,10 @@ impl DelayedDequeue {
     /// `enabled` mirrors `Config::delayed_dequeue`; when false every sleeper is dequeued at
     /// once (NO_DELAY_DEQUEUE) and the counts stay zero.
     pub fn new(nr_cpus: usize, enabled: bool) -> Self {
-        DelayedDequeue { enabled, per_cpu: vec![Vec::new(); nr_cpus] }
+        DelayedDequeue {
+            enabled,
+            per_cpu: vec![Vec::new(); nr_cpus],
+        }
     }
 
     pub fn enabled(&self) -> bool {
@@ -76,7 +79,10 @@ impl DelayedDequeue {
             return false;
         }
         self.remove(pid);
-        self.per_cpu[cpu].push(DelayedTask { pid, until_ns: now_ns.saturating_add(lag_ns as u64) });
+        self.per_cpu[cpu].push(DelayedTask {
+            pid,
+            until_ns: now_ns.saturating_add(lag_ns as u64),
+        });
         true
     }
 
@@ -126,7 +132,9 @@ impl DelayedDequeue {
 
     /// Where `pid` is delayed, if it is.
     pub fn delayed_on(&self, pid: u32) -> Option<usize> {
-        self.per_cpu.iter().position(|l| l.iter().any(|t| t.pid == pid))
+        self.per_cpu
+            .iter()
+            .position(|l| l.iter().any(|t| t.pid == pid))
     }
 
     /// The delayed tasks of `cpu`.
@@ -157,13 +165,21 @@ mod tests {
         assert!(!dd.on_sleep(1, 12, 0, 1_000), "no lag: dequeued at once");
         assert!(!dd.on_sleep(1, 13, -5, 1_000), "eligible: dequeued at once");
         assert!(dd.on_sleep(2, 14, 500, 1_000));
-        assert_eq!(dd.on_cpu_idle(2), 1, "alone on its CPU: picked and dequeued");
+        assert_eq!(
+            dd.on_cpu_idle(2),
+            1,
+            "alone on its CPU: picked and dequeued"
+        );
         assert_eq!(dd.nr_delayed(1), 2);
         assert_eq!(dd.expire(1_499), 0);
         assert_eq!(dd.expire(1_500), 1);
         assert_eq!(dd.nr_delayed(1), 1);
         assert_eq!(dd.delayed_on(11), Some(1));
-        assert_eq!(dd.on_wake(11), Some(1), "woken while delayed: requeued in place");
+        assert_eq!(
+            dd.on_wake(11),
+            Some(1),
+            "woken while delayed: requeued in place"
+        );
         assert_eq!(dd.on_wake(11), None);
         assert_eq!(dd.nr_delayed(1), 0);
     }

@@ -35,7 +35,10 @@ pub struct LlcState {
 
 impl Default for LlcState {
     fn default() -> Self {
-        LlcState { has_idle_cores: true, avg_scan_cost_ns: 0 }
+        LlcState {
+            has_idle_cores: true,
+            avg_scan_cost_ns: 0,
+        }
     }
 }
 
@@ -193,7 +196,11 @@ pub fn wake_affine_weight_calc(w: &WeightInputs) -> WeightOutcome {
     if w.sync {
         prev_eff += 1;
     }
-    if this_eff < prev_eff { WeightOutcome::ThisLighter } else { WeightOutcome::PrevLighter }
+    if this_eff < prev_eff {
+        WeightOutcome::ThisLighter
+    } else {
+        WeightOutcome::PrevLighter
+    }
 }
 
 /// `record_wakee()` on the waker (`current`): halve the flip count at most once per second
@@ -331,7 +338,12 @@ impl<'a> Step<'a> {
 
     /// `select_task_rq()`: the class hook unless the task is pinned, then the allowed-CPU
     /// check with `select_fallback_rq()`, then `ttwu_stat()`'s accounting.
-    fn select_task_rq(&mut self, task: &mut TaskState, wake: &mut WakeCtx, d: &mut Decision) -> usize {
+    fn select_task_rq(
+        &mut self,
+        task: &mut TaskState,
+        wake: &mut WakeCtx,
+        d: &mut Decision,
+    ) -> usize {
         let n = self.topo.nr_cpus();
         let allowed = task.allowed_or_all(n).and(&CpuSet::first_n(n));
         let is_ttwu = wake.wake_flags & WAKE_TTWU != 0;
@@ -361,7 +373,11 @@ impl<'a> Step<'a> {
         if !(allowed.contains(cpu) && self.topo.is_online(cpu)) {
             let usable = allowed.and(self.topo.online());
             let prev = task.prev_cpu;
-            let near = if self.valid(prev) { usable.and(self.topo.node_mask(prev)).first() } else { None };
+            let near = if self.valid(prev) {
+                usable.and(self.topo.node_mask(prev)).first()
+            } else {
+                None
+            };
             cpu = match near.or_else(|| usable.first()) {
                 Some(c) => {
                     self.push(Rule::FallbackNotAllowed);
@@ -394,7 +410,11 @@ impl<'a> Step<'a> {
         if self.idle_or_sched_idle(cpu) {
             self.cnt.nr_wakeups_idle += 1;
         }
-        let dist = if self.valid(prev) { self.topo.distance(prev, cpu) } else { Distance::RemoteNode };
+        let dist = if self.valid(prev) {
+            self.topo.distance(prev, cpu)
+        } else {
+            Distance::RemoteNode
+        };
         match dist {
             Distance::SameCpu => self.cnt.same_cpu += 1,
             Distance::SmtSibling => self.cnt.smt_sibling += 1,
@@ -438,7 +458,11 @@ impl<'a> Step<'a> {
         let mut want_affine = false;
         if is_ttwu {
             record_wakee(&mut wake.waker, task.pid, wake.now_ns);
-            let llc_size = if self.valid(this) { self.topo.llc_size(this) } else { 1 };
+            let llc_size = if self.valid(this) {
+                self.topo.llc_size(this)
+            } else {
+                1
+            };
             if wake_wide(&wake.waker, task, llc_size) {
                 self.push(Rule::WakeWide);
                 self.cnt.nr_wake_wide += 1;
@@ -545,7 +569,12 @@ impl<'a> Step<'a> {
     /// - v5.10..v6.15: `sync && nr_running(this) == 1` pulls;
     /// - v6.16 (seed 3, `sync_excludes_delayed`): `nr_running - nr_delayed == 1`;
     /// - seed 1 (`sync_requires_task_waker`): additionally `in_task()`.
-    pub(super) fn wake_affine_idle(&mut self, this: usize, prev: usize, sync: bool) -> Option<usize> {
+    pub(super) fn wake_affine_idle(
+        &mut self,
+        this: usize,
+        prev: usize,
+        sync: bool,
+    ) -> Option<usize> {
         // If this_cpu is idle, the wake-up comes from interrupt context.  Only allow the
         // move if the cache is shared: otherwise an interrupt-heavy workload could drag
         // every task onto the node that owns the IRQ.  If prev is idle and cache-affine
@@ -569,7 +598,11 @@ impl<'a> Step<'a> {
         if sync {
             let nr = self.snap(this).nr_running;
             let delayed = self.nr_delayed(this);
-            let counted = if self.cfg.sync_excludes_delayed { nr - delayed } else { nr };
+            let counted = if self.cfg.sync_excludes_delayed {
+                nr - delayed
+            } else {
+                nr
+            };
             if counted == 1 {
                 if self.cfg.sync_requires_task_waker && !self.in_task {
                     self.push(Rule::SyncShortcutBlockedIrqWaker);
@@ -646,14 +679,25 @@ impl<'a> Step<'a> {
     /// the first available-idle CPU walking from the waker's CPU, else the CPU with the least
     /// load (ties: fewer tasks, then walk order).  Good enough for fork placement, which is
     /// not what the seeds study.
-    fn find_idlest_cpu(&mut self, level: DomainLevel, task: &TaskState, allowed: &CpuSet, flags: u32) -> usize {
+    fn find_idlest_cpu(
+        &mut self,
+        level: DomainLevel,
+        task: &TaskState,
+        allowed: &CpuSet,
+        flags: u32,
+    ) -> usize {
         self.cnt.nr_slow_path += 1;
         if flags & (WAKE_FORK | WAKE_EXEC) != 0 {
             self.cnt.nr_fork_placements += 1;
         }
         let this = self.this_cpu;
-        let span = self.topo.span(this, level).and(allowed).and(self.topo.online());
+        let span = self
+            .topo
+            .span(this, level)
+            .and(allowed)
+            .and(self.topo.online());
         if span.is_empty() {
+            self.push(Rule::SlowPathNoAllowedCpu);
             return task.prev_cpu;
         }
         let mut best: Option<(u64, u32, usize)> = None;
@@ -708,7 +752,10 @@ impl<'a> Step<'a> {
         // running on, and the task last ran here: the kthread will sleep soon, so stack the
         // wakee on it rather than migrate.  8b4e74cc (v5.17) requires in_task(): from an
         // interrupt that preempted the kthread, "current" says nothing about sleeping soon.
-        if wake.waker.is_per_cpu_kthread && prev == self.this_cpu && self.snap(self.this_cpu).nr_running <= 1 {
+        if wake.waker.is_per_cpu_kthread
+            && prev == self.this_cpu
+            && self.snap(self.this_cpu).nr_running <= 1
+        {
             if self.cfg.kthread_stacking_requires_task && !self.in_task {
                 self.push(Rule::SisKthreadStackingBlockedIrq);
             } else {
@@ -749,7 +796,8 @@ impl<'a> Step<'a> {
             return RecentOutcome::Continue(target);
         };
         let distinct = recent != prev && recent != target;
-        let usable = distinct && self.topo.share_cache(recent, target) && self.idle_or_sched_idle(recent);
+        let usable =
+            distinct && self.topo.share_cache(recent, target) && self.idle_or_sched_idle(recent);
 
         match mode {
             RecentUsedMode::Off => RecentOutcome::Continue(target),
@@ -772,7 +820,11 @@ impl<'a> Step<'a> {
                 // The mask test reads p->recent_used_cpu.  In variant A that is `recent`;
                 // after 89aafd67 wrote prev into it first, it is prev (the bug Hillf Danton
                 // spotted, fixed by ae2ad293 in v6.5 to test `recent`).
-                let mask_cpu = if mode == RecentUsedMode::Prev { prev } else { recent };
+                let mask_cpu = if mode == RecentUsedMode::Prev {
+                    prev
+                } else {
+                    recent
+                };
                 if usable && allowed.contains(mask_cpu) {
                     if mode == RecentUsedMode::V510 {
                         // Replace it with prev as prev is a candidate for the next wake.
@@ -815,7 +867,12 @@ impl Engine {
     pub fn new(topo: Topology, config: Config) -> Result<Engine, ConfigError> {
         config.validate()?;
         let llc = vec![LlcState::default(); topo.nr_llcs()];
-        Ok(Engine { topo, config, llc, counters: Counters::default() })
+        Ok(Engine {
+            topo,
+            config,
+            llc,
+            counters: Counters::default(),
+        })
     }
 
     pub fn topology(&self) -> &Topology {
@@ -843,7 +900,11 @@ impl Engine {
     }
 
     /// CPU hotplug: marks `cpu` online/offline.
-    pub fn set_online(&mut self, cpu: usize, online: bool) -> Result<(), super::topology::TopologyError> {
+    pub fn set_online(
+        &mut self,
+        cpu: usize,
+        online: bool,
+    ) -> Result<(), super::topology::TopologyError> {
         self.topo.set_online(cpu, online)
     }
 
@@ -876,7 +937,12 @@ impl Engine {
             return;
         }
         let snap = |c: usize| cpus.get(c).unwrap_or(&MISSING_SNAPSHOT);
-        if self.topo.smt_mask(cpu).iter().all(|c| snap(c).available_idle()) {
+        if self
+            .topo
+            .smt_mask(cpu)
+            .iter()
+            .all(|c| snap(c).available_idle())
+        {
             let l = self.topo.llc_index(cpu);
             self.llc[l].has_idle_cores = true;
         }
@@ -890,7 +956,12 @@ impl Engine {
             s.has_idle_cores = false;
         }
         for c in self.topo.online().iter() {
-            if self.topo.smt_mask(c).iter().all(|s| self.topo.is_online(s) && snap(s).available_idle()) {
+            if self
+                .topo
+                .smt_mask(c)
+                .iter()
+                .all(|s| self.topo.is_online(s) && snap(s).available_idle())
+            {
                 let l = self.topo.llc_index(c);
                 self.llc[l].has_idle_cores = true;
             }
@@ -903,7 +974,12 @@ impl Engine {
     /// `recent_used_cpu` is updated as the configured kernel would.  `wake.waker` is
     /// `current`; `record_wakee()` (and in the v5.10 mode the waker-side `recent_used_cpu`
     /// write) update it.  Allocation-free.
-    pub fn select_cpu(&mut self, cpus: &[CpuSnapshot], task: &mut TaskState, wake: &mut WakeCtx) -> Decision {
+    pub fn select_cpu(
+        &mut self,
+        cpus: &[CpuSnapshot],
+        task: &mut TaskState,
+        wake: &mut WakeCtx,
+    ) -> Decision {
         let mut d = Decision {
             cpu: task.prev_cpu,
             chain: RuleChain::new(),
@@ -943,10 +1019,21 @@ impl Engine {
     /// CPU has at least two runnable tasks (one running, this one waiting) and it may run
     /// on `cpu`.  Not modelled: the avg_idle versus `max_newidle_lb_cost` cut-off, cache-hot
     /// refusals, group imbalance types.
-    pub fn newidle_pull(&mut self, cpu: usize, cpus: &[CpuSnapshot], candidates: &[PullCandidate]) -> NewIdleDecision {
+    pub fn newidle_pull(
+        &mut self,
+        cpu: usize,
+        cpus: &[CpuSnapshot],
+        candidates: &[PullCandidate],
+    ) -> NewIdleDecision {
         let mut st = Step::new(&self.topo, &self.config, cpus, &mut self.llc);
         let (pulled, domain) = st.newidle(cpu, candidates);
-        let d = NewIdleDecision { cpu, pulled, domain, chain: st.chain, counted: st.cnt };
+        let d = NewIdleDecision {
+            cpu,
+            pulled,
+            domain,
+            chain: st.chain,
+            counted: st.cnt,
+        };
         self.counters.add(&d.counted);
         d
     }
@@ -957,7 +1044,11 @@ impl Step<'_> {
         self.snap(cpu).nr_running - self.nr_delayed(cpu)
     }
 
-    fn newidle(&mut self, cpu: usize, candidates: &[PullCandidate]) -> (Option<Pulled>, Option<DomainLevel>) {
+    fn newidle(
+        &mut self,
+        cpu: usize,
+        candidates: &[PullCandidate],
+    ) -> (Option<Pulled>, Option<DomainLevel>) {
         if !self.topo.is_online(cpu) {
             self.push(Rule::NewidleCpuOffline);
             return (None, None);
@@ -1015,7 +1106,13 @@ impl Step<'_> {
                     self.cnt.newidle_pull_despite_pending += 1;
                 }
                 let c = candidates[i];
-                return (Some(Pulled { pid: c.pid, src_cpu: c.src_cpu }), Some(level));
+                return (
+                    Some(Pulled {
+                        pid: c.pid,
+                        src_cpu: c.src_cpu,
+                    }),
+                    Some(level),
+                );
             }
         }
         self.push(Rule::NewidleNothingToPull);
@@ -1026,6 +1123,10 @@ impl Step<'_> {
 
 impl PullCandidate {
     fn allowed_or_all(&self, nr_cpus: usize) -> CpuSet {
-        if self.allowed.is_empty() { CpuSet::first_n(nr_cpus) } else { self.allowed }
+        if self.allowed.is_empty() {
+            CpuSet::first_n(nr_cpus)
+        } else {
+            self.allowed
+        }
     }
 }

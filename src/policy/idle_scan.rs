@@ -58,7 +58,11 @@ pub fn sis_prop_nr(avg_idle_ns: u64, avg_scan_cost_ns: u64, llc_weight: u64) -> 
     let avg_idle = avg_idle_ns / 512;
     let avg_cost = avg_scan_cost_ns + 1;
     let span_avg = llc_weight.saturating_mul(avg_idle);
-    if span_avg > 4u64.saturating_mul(avg_cost) { span_avg / avg_cost } else { 4 }
+    if span_avg > 4u64.saturating_mul(avg_cost) {
+        span_avg / avg_cost
+    } else {
+        4
+    }
 }
 
 /// `update_avg()`: `avg += (sample - avg) / 8`, signed, truncating towards zero.
@@ -134,9 +138,18 @@ impl Step<'_> {
 
     /// v5.13+ `select_idle_smt(p, prev)`: the first allowed SMT sibling of prev (in the
     /// target's LLC, other than prev) that is idle or SCHED_IDLE-only.
-    fn select_idle_smt_prev(&mut self, prev: usize, target: usize, allowed: &CpuSet) -> Option<usize> {
+    fn select_idle_smt_prev(
+        &mut self,
+        prev: usize,
+        target: usize,
+        allowed: &CpuSet,
+    ) -> Option<usize> {
         let topo = self.topo;
-        let sibs = topo.smt_mask(prev).and(allowed).and(topo.llc_mask(target)).and(topo.online());
+        let sibs = topo
+            .smt_mask(prev)
+            .and(allowed)
+            .and(topo.llc_mask(target))
+            .and(topo.online());
         for c in sibs.iter() {
             if c == prev {
                 continue;
@@ -158,7 +171,11 @@ impl Step<'_> {
         if !topo.smt_present() {
             return None;
         }
-        let sibs = topo.smt_mask(target).and(allowed).and(topo.llc_mask(target)).and(topo.online());
+        let sibs = topo
+            .smt_mask(target)
+            .and(allowed)
+            .and(topo.llc_mask(target))
+            .and(topo.online());
         for c in sibs.iter() {
             self.count_scanned(1);
             if self.idle_or_sched_idle(c) {
@@ -174,7 +191,12 @@ impl Step<'_> {
     /// the LLC ∩ allowed from the target; only while the LLC hints that an idle core exists,
     /// and a failed walk clears the hint.  With `idle_candidate` (Mel's v2 patch 4) the first
     /// allowed idle CPU seen is returned when no whole core is idle.
-    fn select_idle_core_three_scan(&mut self, target: usize, cpus: CpuSet, allowed: &CpuSet) -> Option<usize> {
+    fn select_idle_core_three_scan(
+        &mut self,
+        target: usize,
+        cpus: CpuSet,
+        allowed: &CpuSet,
+    ) -> Option<usize> {
         let topo = self.topo;
         if !topo.smt_present() {
             return None;
@@ -236,7 +258,11 @@ impl Step<'_> {
                     .iter()
                     .map(|c| (self.snap(c).util as u64).min(self.capacity_of(c)))
                     .sum();
-                let nr = sis_util_nr_idle_scan(sum_util, span.count() as u64, self.cfg.imbalance_pct_llc) + 1;
+                let nr = sis_util_nr_idle_scan(
+                    sum_util,
+                    span.count() as u64,
+                    self.cfg.imbalance_pct_llc,
+                ) + 1;
                 self.sis_nr = Some(nr);
                 if nr == 1 {
                     self.push(Rule::SisUtilOverloaded);
@@ -258,7 +284,11 @@ impl Step<'_> {
                     return None;
                 }
                 let cost = self.llc[topo.llc_index(this)].avg_scan_cost_ns;
-                let nr = sis_prop_nr(self.snap(this).avg_idle_ns, cost, topo.llc_size(target) as u64);
+                let nr = sis_prop_nr(
+                    self.snap(this).avg_idle_ns,
+                    cost,
+                    topo.llc_size(target) as u64,
+                );
                 self.sis_nr = Some(nr);
                 Some((nr, true))
             }
@@ -278,7 +308,11 @@ impl Step<'_> {
 
     fn scan_start(&self, target: usize) -> usize {
         // 56498cfb (v5.15): the target was just tested, start after it.
-        let s = if self.cfg.scan_skips_target { target + 1 } else { target };
+        let s = if self.cfg.scan_skips_target {
+            target + 1
+        } else {
+            target
+        };
         if s >= MAX_CPUS { 0 } else { s }
     }
 
@@ -314,7 +348,12 @@ impl Step<'_> {
     }
 
     /// v5.12+ `select_idle_cpu(p, sd, has_idle_core, target)`: the single pass.
-    fn select_idle_cpu_single_pass(&mut self, target: usize, cpus: CpuSet, has_idle_core: bool) -> Option<usize> {
+    fn select_idle_cpu_single_pass(
+        &mut self,
+        target: usize,
+        cpus: CpuSet,
+        has_idle_core: bool,
+    ) -> Option<usize> {
         let topo = self.topo;
         let (mut nr, prop) = self.sis_budget(target, has_idle_core)?;
         let start = self.scan_start(target);
@@ -325,7 +364,8 @@ impl Step<'_> {
         while let Some(cpu) = cpus.next_wrap(from, start, &mut wrapped) {
             from = cpu + 1;
             if has_idle_core {
-                if let Some(core) = self.select_idle_core_single_pass(cpu, &mut cpus, &mut idle_cpu) {
+                if let Some(core) = self.select_idle_core_single_pass(cpu, &mut cpus, &mut idle_cpu)
+                {
                     self.push(Rule::SisIdleCore);
                     self.cnt.sis_idle_core_hit += 1;
                     return Some(core);

@@ -40,6 +40,13 @@
 //!     / expire(now) / on_cpu_idle(cpu) / nr_delayed(cpu) / apply_to(&mut snaps)
 //! ```
 //!
+//! Driving the engine over time (simulator, live agent): keep one `TaskState` per task and
+//! copy the waker's back from `WakeCtx::waker` after each call; feed `DelayedDequeue` from
+//! sleep/wake events when `Config::delayed_dequeue` is on and fill the snapshots from it;
+//! call `Engine::on_cpu_idle` when a CPU goes idle (or `sync_idle_core_hints` before a
+//! decision if idle transitions are not modelled) so the LLC's idle-core hint behaves like
+//! the kernel's; the SIS_PROP scan-cost average lives in the engine and needs nothing.
+//!
 //! Conventions: CPU ids are `usize` indices into the topology and the snapshot slice; ids
 //! outside the topology are tolerated (never idle, never chosen) and never panic.  The
 //! chosen CPU is always online and allowed when the task has an allowed online CPU
@@ -93,10 +100,14 @@ pub use engine::{
 };
 pub use rules::{Rule, RuleChain};
 pub use topology::{CpuDesc, Distance, DomainLevel, SCHED_CAPACITY_SCALE, Topology, TopologyError};
-pub use types::{CpuSnapshot, TaskState, WAKE_EXEC, WAKE_FORK, WAKE_SYNC, WAKE_TTWU, WakeCtx, WakerContext};
+pub use types::{
+    CpuSnapshot, TaskState, WAKE_EXEC, WAKE_FORK, WAKE_SYNC, WAKE_TTWU, WakeCtx, WakerContext,
+};
 
 #[cfg(test)]
 mod test_util;
+#[cfg(test)]
+mod tests_alloc;
 #[cfg(test)]
 mod tests_engine;
 #[cfg(test)]

@@ -140,6 +140,8 @@ rules! {
         "find_idlest_cpu (simplified): an idle allowed CPU in the widest balancing domain";
     SlowPathIdlestLeastLoaded => "slow_path_idlest_least_loaded",
         "find_idlest_cpu (simplified): no idle CPU; the least-loaded allowed CPU";
+    SlowPathNoAllowedCpu => "slow_path_no_allowed_cpu",
+        "find_idlest_cpu: the balancing domain holds no allowed CPU; keep prev";
 
     // ---- select_task_rq() epilogue ----
     FallbackNotAllowed => "fallback_not_allowed",
@@ -210,7 +212,11 @@ impl Default for RuleChain {
 
 impl RuleChain {
     pub const fn new() -> Self {
-        RuleChain { rules: [Rule::NotAWakeup; RULE_CHAIN_CAP], len: 0, truncated: false }
+        RuleChain {
+            rules: [Rule::NotAWakeup; RULE_CHAIN_CAP],
+            len: 0,
+            truncated: false,
+        }
     }
 
     #[inline]
@@ -323,7 +329,10 @@ mod tests {
         for &r in Rule::ALL {
             let n = r.name();
             assert!(seen.insert(n), "duplicate rule name {n}");
-            assert!(n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'));
+            assert!(
+                n.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            );
             assert_eq!(Rule::from_name(n), Some(r));
             assert!(!r.text().is_empty() && !r.text().contains('\n'));
         }

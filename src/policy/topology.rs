@@ -81,9 +81,15 @@ pub enum TopologyError {
     NoOnlineCpu,
     ZeroDimension(&'static str),
     /// Two SMT siblings (same core id) sit in different LLCs or nodes.
-    CoreSplitAcrossCaches { cpu: usize, core: u32 },
+    CoreSplitAcrossCaches {
+        cpu: usize,
+        core: u32,
+    },
     /// One LLC id appears on two NUMA nodes.
-    LlcSplitAcrossNodes { cpu: usize, llc: u32 },
+    LlcSplitAcrossNodes {
+        cpu: usize,
+        llc: u32,
+    },
 }
 
 impl std::fmt::Display for TopologyError {
@@ -91,7 +97,10 @@ impl std::fmt::Display for TopologyError {
         match self {
             TopologyError::NoCpus => write!(f, "topology has no CPUs"),
             TopologyError::TooManyCpus(n) => {
-                write!(f, "topology has {n} CPUs; the policy supports at most {MAX_CPUS}")
+                write!(
+                    f,
+                    "topology has {n} CPUs; the policy supports at most {MAX_CPUS}"
+                )
             }
             TopologyError::NoOnlineCpu => write!(f, "topology has no online CPU"),
             TopologyError::ZeroDimension(d) => write!(f, "topology shape: {d} must be at least 1"),
@@ -191,7 +200,10 @@ impl Topology {
         for (i, a) in cpus.iter().enumerate() {
             for b in cpus.iter().take(i) {
                 if a.node == b.node && a.core == b.core && a.llc != b.llc {
-                    return Err(TopologyError::CoreSplitAcrossCaches { cpu: i, core: a.core });
+                    return Err(TopologyError::CoreSplitAcrossCaches {
+                        cpu: i,
+                        core: a.core,
+                    });
                 }
                 if a.llc == b.llc && a.node != b.node {
                     return Err(TopologyError::LlcSplitAcrossNodes { cpu: i, llc: a.llc });
@@ -390,7 +402,9 @@ impl Topology {
     /// Original capacity of `cpu` (1024 = full).
     #[inline]
     pub fn capacity(&self, cpu: usize) -> u32 {
-        self.desc.get(cpu).map_or(SCHED_CAPACITY_SCALE, |d| d.capacity)
+        self.desc
+            .get(cpu)
+            .map_or(SCHED_CAPACITY_SCALE, |d| d.capacity)
     }
 
     #[inline]
@@ -482,7 +496,12 @@ mod tests {
         assert!(t.smt_present());
         assert_eq!(
             t.domains(0),
-            &[DomainLevel::Smt, DomainLevel::Llc, DomainLevel::Node, DomainLevel::Machine]
+            &[
+                DomainLevel::Smt,
+                DomainLevel::Llc,
+                DomainLevel::Node,
+                DomainLevel::Machine
+            ]
         );
         assert_eq!(t.distance(4, 5), Distance::SmtSibling);
         assert_eq!(t.distance(4, 6), Distance::SameLlc);
@@ -509,7 +528,13 @@ mod tests {
     fn from_cpus_x86_numbering_and_hotplug() {
         // 4 cores x 2 threads, x86 style: siblings are c and c+4.
         let descs: Vec<CpuDesc> = (0..8)
-            .map(|c| CpuDesc { core: (c % 4) as u32, llc: 0, node: 0, online: true, capacity: 1024 })
+            .map(|c| CpuDesc {
+                core: (c % 4) as u32,
+                llc: 0,
+                node: 0,
+                online: true,
+                capacity: 1024,
+            })
             .collect();
         let mut t = Topology::from_cpus(&descs).unwrap();
         assert_eq!(t.smt_mask(1).to_cpulist(), "1,5");
@@ -523,24 +548,63 @@ mod tests {
     #[test]
     fn rejects_inconsistent_descriptions() {
         let bad = [
-            CpuDesc { core: 0, llc: 0, node: 0, online: true, capacity: 1024 },
-            CpuDesc { core: 0, llc: 1, node: 0, online: true, capacity: 1024 },
+            CpuDesc {
+                core: 0,
+                llc: 0,
+                node: 0,
+                online: true,
+                capacity: 1024,
+            },
+            CpuDesc {
+                core: 0,
+                llc: 1,
+                node: 0,
+                online: true,
+                capacity: 1024,
+            },
         ];
         assert!(matches!(
             Topology::from_cpus(&bad),
             Err(TopologyError::CoreSplitAcrossCaches { .. })
         ));
         let bad = [
-            CpuDesc { core: 0, llc: 0, node: 0, online: true, capacity: 1024 },
-            CpuDesc { core: 1, llc: 0, node: 1, online: true, capacity: 1024 },
+            CpuDesc {
+                core: 0,
+                llc: 0,
+                node: 0,
+                online: true,
+                capacity: 1024,
+            },
+            CpuDesc {
+                core: 1,
+                llc: 0,
+                node: 1,
+                online: true,
+                capacity: 1024,
+            },
         ];
         assert!(matches!(
             Topology::from_cpus(&bad),
             Err(TopologyError::LlcSplitAcrossNodes { .. })
         ));
-        assert_eq!(Topology::from_shape(0, 1, 1, 1).unwrap_err(), TopologyError::ZeroDimension("nodes"));
-        assert!(matches!(Topology::from_shape(2, 2, 64, 8), Err(TopologyError::TooManyCpus(2048))));
-        let off = [CpuDesc { core: 0, llc: 0, node: 0, online: false, capacity: 1024 }];
-        assert_eq!(Topology::from_cpus(&off).unwrap_err(), TopologyError::NoOnlineCpu);
+        assert_eq!(
+            Topology::from_shape(0, 1, 1, 1).unwrap_err(),
+            TopologyError::ZeroDimension("nodes")
+        );
+        assert!(matches!(
+            Topology::from_shape(2, 2, 64, 8),
+            Err(TopologyError::TooManyCpus(2048))
+        ));
+        let off = [CpuDesc {
+            core: 0,
+            llc: 0,
+            node: 0,
+            online: false,
+            capacity: 1024,
+        }];
+        assert_eq!(
+            Topology::from_cpus(&off).unwrap_err(),
+            TopologyError::NoOnlineCpu
+        );
     }
 }

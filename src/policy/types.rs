@@ -87,7 +87,10 @@ impl Default for CpuSnapshot {
 impl CpuSnapshot {
     /// An idle CPU: idle task running, nothing queued.
     pub fn idle() -> Self {
-        CpuSnapshot { idle: true, ..Default::default() }
+        CpuSnapshot {
+            idle: true,
+            ..Default::default()
+        }
     }
 
     /// A CPU running `nr` runnable tasks with a load of about 1024 each.
@@ -177,7 +180,11 @@ impl TaskState {
     /// `allowed`, or all CPUs below `nr_cpus` when `allowed` is empty.
     #[inline]
     pub fn allowed_or_all(&self, nr_cpus: usize) -> CpuSet {
-        if self.allowed.is_empty() { CpuSet::first_n(nr_cpus) } else { self.allowed }
+        if self.allowed.is_empty() {
+            CpuSet::first_n(nr_cpus)
+        } else {
+            self.allowed
+        }
     }
 }
 
@@ -241,7 +248,10 @@ impl WakeCtx {
 
     /// A sync wake-up (`WF_SYNC | WF_TTWU`) from task context.
     pub fn sync(waker_cpu: usize, waker: TaskState, now_ns: u64) -> Self {
-        WakeCtx { wake_flags: WAKE_TTWU | WAKE_SYNC, ..Self::ttwu(waker_cpu, waker, now_ns) }
+        WakeCtx {
+            wake_flags: WAKE_TTWU | WAKE_SYNC,
+            ..Self::ttwu(waker_cpu, waker, now_ns)
+        }
     }
 
     /// `int sync = (wake_flags & WF_SYNC) && !(current->flags & PF_EXITING);`
