@@ -857,6 +857,7 @@ impl PolicySpec {
 /// repeatable `--set key=value`.  Applied in that order (preset, per-flag options, `--set`
 /// in the order given), then validated.
 #[derive(clap::Args, Clone, Debug, Default, PartialEq)]
+#[command(about = None, long_about = None, next_help_heading = "Placement policy (CFS wake-up path)")]
 pub struct PolicyArgs {
     /// Kernel preset to start from. v5.10, v5.12, v5.13, v5.14, v5.15, v6.0, v6.5, v6.12,
     /// v6.12.y, v6.16 (= mainline) and mainline+barry (mainline + Barry Song's unmerged

@@ -13,6 +13,7 @@
 //! ```text
 //! Topology::from_shape(nodes, llcs_per_node, cores_per_llc, threads) -> Result<Topology, TopologyError>
 //! Topology::from_cpus(&[CpuDesc { core, llc, node, online, capacity }])
+//! TopologySpec { shape | cpus, offline, numa_wake_affine }.build()   // serde, for scenario files
 //!     smt_mask / llc_mask / node_mask / llc_size / share_cache / domains / distance ...
 //! CpuSet            fixed 1024-bit mask: set/contains/and/or/iter/iter_wrap (for_each_cpu_wrap)
 //!
@@ -99,7 +100,10 @@ pub use engine::{
     WeightOutcome, record_wakee, wake_affine_weight_calc, wake_wide,
 };
 pub use rules::{Rule, RuleChain};
-pub use topology::{CpuDesc, Distance, DomainLevel, SCHED_CAPACITY_SCALE, Topology, TopologyError};
+pub use topology::{
+    CpuDesc, Distance, DomainLevel, SCHED_CAPACITY_SCALE, Shape, Topology, TopologyError,
+    TopologySpec,
+};
 pub use types::{
     CpuSnapshot, TaskState, WAKE_EXEC, WAKE_FORK, WAKE_SYNC, WAKE_TTWU, WakeCtx, WakerContext,
 };

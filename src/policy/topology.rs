@@ -90,6 +90,8 @@ pub enum TopologyError {
         cpu: usize,
         llc: u32,
     },
+    /// A [`TopologySpec`] that is not exactly one of `shape` or `cpus`.
+    Spec(&'static str),
 }
 
 impl std::fmt::Display for TopologyError {
@@ -109,6 +111,7 @@ impl std::fmt::Display for TopologyError {
                 "cpu {cpu}: core {core} has siblings in a different LLC or node; SMT siblings \
                  must share their cache and node"
             ),
+            TopologyError::Spec(why) => write!(f, "topology: {why}"),
             TopologyError::LlcSplitAcrossNodes { cpu, llc } => {
                 write!(f, "cpu {cpu}: LLC {llc} spans two NUMA nodes")
             }
@@ -117,6 +120,56 @@ impl std::fmt::Display for TopologyError {
 }
 
 impl std::error::Error for TopologyError {}
+
+/// `nodes x llcs_per_node x cores_per_llc x threads`, see [`Topology::from_shape`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shape {
+    pub nodes: usize,
+    pub llcs_per_node: usize,
+    pub cores_per_llc: usize,
+    pub threads: usize,
+}
+
+/// How a scenario file describes a topology: exactly one of `shape` or `cpus`, plus CPUs
+/// to take offline and whether the NUMA level is wake-affine.
+///
+/// `{"shape": {"nodes": 2, "llcs_per_node": 1, "cores_per_llc": 32, "threads": 1}}` or
+/// `{"cpus": [{"core": 0, "llc": 0, "node": 0}, ...], "offline": "3"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySpec {
+    #[serde(default)]
+    pub shape: Option<Shape>,
+    #[serde(default)]
+    pub cpus: Option<Vec<CpuDesc>>,
+    #[serde(default)]
+    pub offline: CpuSet,
+    #[serde(default = "default_true")]
+    pub numa_wake_affine: bool,
+}
+
+impl TopologySpec {
+    pub fn build(&self) -> Result<Topology, TopologyError> {
+        let mut t = match (&self.shape, &self.cpus) {
+            (Some(s), None) => {
+                Topology::from_shape(s.nodes, s.llcs_per_node, s.cores_per_llc, s.threads)?
+            }
+            (None, Some(c)) => Topology::from_cpus(c)?,
+            (Some(_), Some(_)) => {
+                return Err(TopologyError::Spec("give either shape or cpus, not both"));
+            }
+            (None, None) => return Err(TopologyError::Spec("give shape or cpus")),
+        };
+        for c in self.offline.iter() {
+            if c < t.nr_cpus() {
+                t.set_online(c, false)?;
+            }
+        }
+        t.set_numa_wake_affine(self.numa_wake_affine);
+        Ok(t)
+    }
+}
 
 /// The machine as the policy sees it.  Immutable after construction except through
 /// [`Topology::set_online`], which recomputes the spans.
@@ -543,6 +596,34 @@ mod tests {
         assert_eq!(t.llc_mask(0).to_cpulist(), "0-4,6-7");
         assert!(!t.is_online(5));
         assert_eq!(t.llc_size(0), 7);
+    }
+
+    #[test]
+    fn spec_from_json() {
+        let spec: TopologySpec = serde_json::from_str(
+            r#"{"shape": {"nodes": 2, "llcs_per_node": 1, "cores_per_llc": 2, "threads": 2}, "offline": "7"}"#,
+        )
+        .unwrap();
+        let t = spec.build().unwrap();
+        assert_eq!(
+            (t.nr_cpus(), t.online().count(), t.numa_wake_affine()),
+            (8, 7, true)
+        );
+        let spec: TopologySpec = serde_json::from_str(
+            r#"{"cpus": [{"core": 0, "llc": 0, "node": 0}, {"core": 0, "llc": 0, "node": 0}], "numa_wake_affine": false}"#,
+        )
+        .unwrap();
+        let t = spec.build().unwrap();
+        assert_eq!(t.smt_mask(0).count(), 2);
+        assert!(!t.numa_wake_affine());
+        let none: TopologySpec = serde_json::from_str("{}").unwrap();
+        assert!(
+            none.build()
+                .unwrap_err()
+                .to_string()
+                .contains("shape or cpus")
+        );
+        assert!(serde_json::from_str::<TopologySpec>(r#"{"shape": {"nodes": 1}}"#).is_err());
     }
 
     #[test]
