@@ -89,7 +89,6 @@ fn main() -> ExitCode {
         slice_ns: opts.slice_us * 1000,
         partial: opts.partial,
         exit_dump_len: opts.exit_dump_len,
-        verbose: opts.verbose,
         break_verifier: opts.debug_break_verifier,
         open_opts: opts.libbpf.clone().into_bpf_open_opts(),
     };

@@ -31,7 +31,6 @@ pub struct AgentConfig {
     pub slice_ns: u64,
     pub partial: bool,
     pub exit_dump_len: u32,
-    pub verbose: bool,
     /// Test aid: load a program the verifier must reject.
     pub break_verifier: bool,
     pub open_opts: Option<libbpf_rs::libbpf_sys::bpf_object_open_opts>,
@@ -67,10 +66,11 @@ impl<'a> Agent<'a> {
         open_object: &'a mut MaybeUninit<OpenObject>,
         metrics: Arc<Mutex<LiveMetrics>>,
     ) -> Result<Self> {
+        let builder = BpfSkelBuilder::default();
+        // After the builder: libbpf-rs' ObjectBuilder::debug() would replace
+        // our print callback. Verbosity is ours to apply (-v shows libbpf's
+        // messages through `log`).
         libbpf_log::install();
-
-        let mut builder = BpfSkelBuilder::default();
-        builder.obj_builder.debug(cfg.verbose);
         let open_opts = cfg.open_opts;
         let mut skel = scx_ops_open!(builder, open_object, wakelab_ops, open_opts)
             .context("opening the BPF component")?;

@@ -15,16 +15,19 @@ const KEEP_LINES: usize = 400;
 static TAIL: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
 
 fn on_print(level: PrintLevel, msg: String) {
-    let msg = msg.trim_end().to_string();
+    let msg = msg.trim_end();
     match level {
         PrintLevel::Warn => log::debug!("libbpf: {msg}"),
         _ => log::trace!("libbpf: {msg}"),
     }
+    // One message can hold a whole verifier log: keep it line by line.
     if let Ok(mut tail) = TAIL.lock() {
-        if tail.len() == KEEP_LINES {
-            tail.pop_front();
+        for line in msg.lines() {
+            if tail.len() == KEEP_LINES {
+                tail.pop_front();
+            }
+            tail.push_back(line.to_string());
         }
-        tail.push_back(msg);
     }
 }
 

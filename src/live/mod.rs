@@ -64,6 +64,8 @@ pub fn run_scheduler(cfg: AgentConfig, stats_interval: Option<f64>) -> Result<()
         started.elapsed().as_secs_f64(),
         total.format(started.elapsed().as_secs_f64())
     );
+    // The same totals for scripts and tests, on one line.
+    info!("exit stats json: {}", serde_json::to_string(&total).unwrap_or_default());
     result.map(|_| ())
 }
 
