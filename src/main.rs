@@ -17,8 +17,11 @@ use simplelog::{ColorChoice, ConfigBuilder, LevelFilter, TermLogger, TerminalMod
 /// On a kernel without sched_ext, run it in the project's VM:
 /// tools/vm/wakelab-vm run -- scx_wakelab
 #[derive(Debug, Parser)]
-#[command(name = "scx_wakelab", version, about, long_about = None)]
+#[command(name = "scx_wakelab", version, about, long_about = None, args_conflicts_with_subcommands = true)]
 struct Opts {
+    #[command(subcommand)]
+    command: Option<Command>,
+
     /// Time slice of the tasks we dispatch, in microseconds.
     #[arg(short = 's', long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
     slice_us: u64,
@@ -44,9 +47,16 @@ struct Opts {
     #[arg(long, hide = true)]
     debug_break_verifier: bool,
 
+    #[clap(flatten)]
+    policy: scx_wakelab::policy::PolicyArgs,
+
     #[clap(flatten, next_help_heading = "Libbpf Options")]
     libbpf: LibbpfOpts,
 }
+
+/// Without a subcommand, scx_wakelab loads and runs the scheduler.
+#[derive(Debug, clap::Subcommand)]
+enum Command {}
 
 fn parse_interval(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
@@ -83,6 +93,16 @@ fn main() -> ExitCode {
         }
     };
     init_logging(opts.verbose);
+    if let Some(cmd) = opts.command {
+        let r: anyhow::Result<()> = match cmd {};
+        return match r {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     info!("scx_wakelab {} options: {:?}", env!("CARGO_PKG_VERSION"), opts);
 
     let cfg = live::agent::AgentConfig {
