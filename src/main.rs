@@ -56,7 +56,14 @@ struct Opts {
 
 /// Without a subcommand, scx_wakelab loads and runs the scheduler.
 #[derive(Debug, clap::Subcommand)]
-enum Command {}
+enum Command {
+    /// Explain one placement decision from a scenario file (chosen CPU and the rule chain),
+    /// or replay a decision trace (--trace).
+    Explain(scx_wakelab::explain::ExplainArgs),
+    /// Run a deterministic simulation of a workload through the placement engine and
+    /// report migrations, wake-affine rates and a latency proxy per flag setting.
+    Sim(scx_wakelab::sim::SimArgs),
+}
 
 fn parse_interval(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
@@ -94,7 +101,10 @@ fn main() -> ExitCode {
     };
     init_logging(opts.verbose);
     if let Some(cmd) = opts.command {
-        let r: anyhow::Result<()> = match cmd {};
+        let r: anyhow::Result<()> = match cmd {
+            Command::Explain(a) => scx_wakelab::explain::run(a),
+            Command::Sim(a) => scx_wakelab::sim::run(a),
+        };
         return match r {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

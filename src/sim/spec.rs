@@ -1,0 +1,513 @@
+//! What to simulate: the workload and its parameters, the machine, the policy, the model's
+//! knobs.  Plain serde data, so a test or the CLI builds a [`SimSpec`] and hands it to
+//! [`super::run_workload`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::{Config, Shape};
+
+/// The synthetic workloads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "name", rename_all = "kebab-case")]
+pub enum Workload {
+    /// lmbench `lat_ctx -P R K`: R independent rings of K processes passing a token
+    /// through pipes.  Every hand-off is a sync wake-up from task context (pipe_write ->
+    /// wake_up_interruptible_sync_poll) followed by the writer blocking in read.
+    PipeRings {
+        /// Parallel rings; 0 = one per CPU (`-P $(nproc)`).
+        rings: usize,
+        /// Processes per ring (lat_ctx's process count).
+        ring_size: usize,
+        /// Work per hop before passing the token, ns.
+        work_ns: u64,
+        /// Run time after passing the token (return from write, call read), ns.
+        tail_ns: u64,
+    },
+    /// hackbench: `groups` groups of `fds` senders and `fds` receivers; every sender
+    /// writes `loops` messages to every receiver of its group.  Pipes and unix sockets both
+    /// wake readers (and writers blocked on a full buffer) with sync wake-ups; sockets cost
+    /// more per message.
+    Hackbench {
+        groups: usize,
+        fds: usize,
+        loops: usize,
+        /// `pipe` or `socket`.
+        mode: HackbenchMode,
+        /// Messages a receiver's buffer holds before its writers block.
+        capacity: u32,
+    },
+    /// Barry Song's qperf case (seed 1): `flows` request/response flows whose server task
+    /// is woken by NET_RX softirq (sync, softirq context) on an IRQ CPU of the last NUMA
+    /// node, where a CPU hog runs on every CPU (`taskset -c <node> stress -c <cpus>`).  The
+    /// server replies over the network and the next request arrives `rtt_ns` later.
+    SoftirqRr {
+        flows: usize,
+        work_ns: u64,
+        rtt_ns: u64,
+        /// Hog every CPU of the IRQ node (Barry's setup); false = an unloaded node.
+        hogs: bool,
+    },
+    /// tbench-like client/server pairs over loopback TCP: the client sends a request and
+    /// waits for the reply, the server waits for requests.  Loopback delivery runs the
+    /// receive path in softirq context on the sender's CPU (in_task() is false), so by
+    /// default the wake-ups are sync wake-ups from softirq context with the sender as
+    /// `current`; `task_context` makes them plain task-context wake-ups.
+    TbenchLike {
+        /// Pairs; 0 = one per two CPUs.
+        pairs: usize,
+        client_ns: u64,
+        server_ns: u64,
+        /// Run time after sending (return from sendmsg, call recvmsg), ns.
+        tail_ns: u64,
+        task_context: bool,
+    },
+    /// Rik van Riel's case (seed 2), memcache-like: `pairs` client/server threads doing
+    /// bursts of back-to-back requests (the client answers each reply within `think_ns`,
+    /// so the server's next request often arrives while it is still in schedule() and
+    /// goes to its CPU's wakelist: ttwu_pending), with `batch` CPU-bound tasks keeping
+    /// work queued on other CPUs for a newly-idle CPU to pull.
+    NewidleBurst {
+        /// Pairs; 0 = one per CPU.
+        pairs: usize,
+        serve_ns: u64,
+        think_ns: u64,
+        /// Requests per burst, then the client sleeps `pause_ns`.
+        burst: u32,
+        pause_ns: u64,
+        /// CPU-bound tasks (0 = one per CPU); each runs `batch_run_ns`, sleeps
+        /// `batch_sleep_ns`.
+        batch: usize,
+        batch_run_ns: u64,
+        batch_sleep_ns: u64,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HackbenchMode {
+    Pipe,
+    Socket,
+}
+
+/// Workload names for `--workload`.
+pub const WORKLOAD_NAMES: &[&str] = &[
+    "pipe-rings",
+    "hackbench",
+    "softirq-rr",
+    "tbench-like",
+    "newidle-burst",
+];
+
+impl Workload {
+    /// The workload with its default parameters.
+    pub fn by_name(name: &str) -> Option<Workload> {
+        Some(match name {
+            "pipe-rings" => Workload::PipeRings {
+                rings: 0,
+                ring_size: 2,
+                work_ns: 2_000,
+                tail_ns: 1_000,
+            },
+            "hackbench" => Workload::Hackbench {
+                groups: 2,
+                fds: 8,
+                loops: 20,
+                mode: HackbenchMode::Pipe,
+                capacity: 16,
+            },
+            "softirq-rr" => Workload::SoftirqRr {
+                flows: 1,
+                work_ns: 5_000,
+                rtt_ns: 20_000,
+                hogs: true,
+            },
+            "tbench-like" => Workload::TbenchLike {
+                pairs: 0,
+                client_ns: 6_000,
+                server_ns: 8_000,
+                tail_ns: 2_000,
+                task_context: false,
+            },
+            "newidle-burst" => Workload::NewidleBurst {
+                pairs: 0,
+                serve_ns: 6_000,
+                think_ns: 1_000,
+                burst: 16,
+                pause_ns: 200_000,
+                batch: 0,
+                batch_run_ns: 400_000,
+                batch_sleep_ns: 100_000,
+            },
+            _ => return None,
+        })
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Workload::PipeRings { .. } => "pipe-rings",
+            Workload::Hackbench { .. } => "hackbench",
+            Workload::SoftirqRr { .. } => "softirq-rr",
+            Workload::TbenchLike { .. } => "tbench-like",
+            Workload::NewidleBurst { .. } => "newidle-burst",
+        }
+    }
+
+    /// The machine its authors ran it on, when that is cheap to simulate.
+    pub fn default_shape(&self) -> Shape {
+        let s = |nodes, llcs_per_node, cores_per_llc, threads| Shape {
+            nodes,
+            llcs_per_node,
+            cores_per_llc,
+            threads,
+        };
+        match self {
+            // Barry Song: 2 NUMA nodes, CPUs 0-31 and 32-63.
+            Workload::SoftirqRr { .. } => s(2, 1, 32, 1),
+            _ => s(2, 1, 2, 2),
+        }
+    }
+
+    /// `(key, current value)` of every parameter, for `--param` and help.
+    pub fn params(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Workload::PipeRings {
+                rings,
+                ring_size,
+                work_ns,
+                tail_ns,
+            } => vec![
+                ("rings", rings.to_string()),
+                ("ring_size", ring_size.to_string()),
+                ("work_ns", work_ns.to_string()),
+                ("tail_ns", tail_ns.to_string()),
+            ],
+            Workload::Hackbench {
+                groups,
+                fds,
+                loops,
+                mode,
+                capacity,
+            } => vec![
+                ("groups", groups.to_string()),
+                ("fds", fds.to_string()),
+                ("loops", loops.to_string()),
+                (
+                    "mode",
+                    match mode {
+                        HackbenchMode::Pipe => "pipe".into(),
+                        HackbenchMode::Socket => "socket".into(),
+                    },
+                ),
+                ("capacity", capacity.to_string()),
+            ],
+            Workload::SoftirqRr {
+                flows,
+                work_ns,
+                rtt_ns,
+                hogs,
+            } => vec![
+                ("flows", flows.to_string()),
+                ("work_ns", work_ns.to_string()),
+                ("rtt_ns", rtt_ns.to_string()),
+                ("hogs", hogs.to_string()),
+            ],
+            Workload::TbenchLike {
+                pairs,
+                client_ns,
+                server_ns,
+                tail_ns,
+                task_context,
+            } => vec![
+                ("pairs", pairs.to_string()),
+                ("client_ns", client_ns.to_string()),
+                ("server_ns", server_ns.to_string()),
+                ("tail_ns", tail_ns.to_string()),
+                ("task_context", task_context.to_string()),
+            ],
+            Workload::NewidleBurst {
+                pairs,
+                serve_ns,
+                think_ns,
+                burst,
+                pause_ns,
+                batch,
+                batch_run_ns,
+                batch_sleep_ns,
+            } => vec![
+                ("pairs", pairs.to_string()),
+                ("serve_ns", serve_ns.to_string()),
+                ("think_ns", think_ns.to_string()),
+                ("burst", burst.to_string()),
+                ("pause_ns", pause_ns.to_string()),
+                ("batch", batch.to_string()),
+                ("batch_run_ns", batch_run_ns.to_string()),
+                ("batch_sleep_ns", batch_sleep_ns.to_string()),
+            ],
+        }
+    }
+
+    /// Sets one workload parameter; `Ok(false)` when `key` is not one of this workload's.
+    pub fn set_param(&mut self, key: &str, v: &str) -> Result<bool, String> {
+        fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, String> {
+            v.trim()
+                .parse()
+                .map_err(|_| format!("--param {key}={v}: expected a whole number"))
+        }
+        fn pos<T: std::str::FromStr + PartialOrd + Default>(
+            key: &str,
+            v: &str,
+        ) -> Result<T, String> {
+            let n: T = num(key, v)?;
+            if n <= T::default() {
+                return Err(format!("--param {key}={v}: must be at least 1"));
+            }
+            Ok(n)
+        }
+        fn flag(key: &str, v: &str) -> Result<bool, String> {
+            match v.trim() {
+                "true" | "1" | "yes" | "on" => Ok(true),
+                "false" | "0" | "no" | "off" => Ok(false),
+                _ => Err(format!("--param {key}={v}: expected true or false")),
+            }
+        }
+        match self {
+            Workload::PipeRings {
+                rings,
+                ring_size,
+                work_ns,
+                tail_ns,
+            } => match key {
+                "rings" => *rings = num(key, v)?,
+                "ring_size" => {
+                    *ring_size = num(key, v)?;
+                    if *ring_size < 2 {
+                        return Err(format!(
+                            "--param {key}={v}: a ring needs at least 2 processes"
+                        ));
+                    }
+                }
+                "work_ns" => *work_ns = pos(key, v)?,
+                "tail_ns" => *tail_ns = num(key, v)?,
+                _ => return Ok(false),
+            },
+            Workload::Hackbench {
+                groups,
+                fds,
+                loops,
+                mode,
+                capacity,
+            } => match key {
+                "groups" => *groups = pos(key, v)?,
+                "fds" => *fds = pos(key, v)?,
+                "loops" => *loops = pos(key, v)?,
+                "capacity" => *capacity = pos(key, v)?,
+                "mode" => {
+                    *mode = match v.trim() {
+                        "pipe" => HackbenchMode::Pipe,
+                        "socket" => HackbenchMode::Socket,
+                        _ => return Err(format!("--param {key}={v}: expected pipe or socket")),
+                    }
+                }
+                _ => return Ok(false),
+            },
+            Workload::SoftirqRr {
+                flows,
+                work_ns,
+                rtt_ns,
+                hogs,
+            } => match key {
+                "flows" => *flows = pos(key, v)?,
+                "work_ns" => *work_ns = pos(key, v)?,
+                "rtt_ns" => *rtt_ns = pos(key, v)?,
+                "hogs" => *hogs = flag(key, v)?,
+                _ => return Ok(false),
+            },
+            Workload::TbenchLike {
+                pairs,
+                client_ns,
+                server_ns,
+                tail_ns,
+                task_context,
+            } => match key {
+                "pairs" => *pairs = num(key, v)?,
+                "client_ns" => *client_ns = pos(key, v)?,
+                "server_ns" => *server_ns = pos(key, v)?,
+                "tail_ns" => *tail_ns = num(key, v)?,
+                "task_context" => *task_context = flag(key, v)?,
+                _ => return Ok(false),
+            },
+            Workload::NewidleBurst {
+                pairs,
+                serve_ns,
+                think_ns,
+                burst,
+                pause_ns,
+                batch,
+                batch_run_ns,
+                batch_sleep_ns,
+            } => match key {
+                "pairs" => *pairs = num(key, v)?,
+                "serve_ns" => *serve_ns = pos(key, v)?,
+                "think_ns" => *think_ns = pos(key, v)?,
+                "burst" => *burst = pos(key, v)?,
+                "pause_ns" => *pause_ns = pos(key, v)?,
+                "batch" => *batch = num(key, v)?,
+                "batch_run_ns" => *batch_run_ns = pos(key, v)?,
+                "batch_sleep_ns" => *batch_sleep_ns = pos(key, v)?,
+                _ => return Ok(false),
+            },
+        }
+        Ok(true)
+    }
+}
+
+/// The model's own knobs (see the `sim` module documentation for what each stands for).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelParams {
+    /// Round-robin time slice of a CPU's FIFO runqueue, ns (EEVDF's base slice, 0.75 ms,
+    /// which also bounds the remembered lag: max(2·slice, 1 ms)).  There is no wake-up
+    /// preemption: a woken task waits for the running one's slice or burst to end.
+    pub slice_ns: u64,
+    /// Delay of a wake-up queued on the target's wakelist (remote LLC, idle target, or a
+    /// wakee still in schedule() on its CPU): the target shows `ttwu_pending` meanwhile.
+    pub ipi_ns: u64,
+    /// Time a CPU spends in schedule() after its last task blocked before the newly-idle
+    /// balance looks for work; a wakee woken in that window is queued back to it.
+    pub switch_ns: u64,
+    /// Periodic (tick) balance: every tick, an idle CPU pulls the longest-waiting task of
+    /// an overloaded CPU, nearest domain first.  0 disables it.
+    pub tick_ns: u64,
+    /// Service times vary uniformly by ± this percentage.
+    pub jitter_pct: u64,
+    /// Background noise: per-CPU pinned housekeeping busy this percentage of the time
+    /// (0 = a perfectly quiet machine), in bursts of `noise_ns`.  Not counted in the
+    /// statistics.
+    pub noise_pct: u64,
+    pub noise_ns: u64,
+}
+
+impl Default for ModelParams {
+    fn default() -> Self {
+        ModelParams {
+            slice_ns: 750_000,
+            ipi_ns: 2_000,
+            switch_ns: 3_000,
+            tick_ns: 1_000_000,
+            jitter_pct: 20,
+            noise_pct: 2,
+            noise_ns: 30_000,
+        }
+    }
+}
+
+/// Model parameter keys for `--param`.
+pub const MODEL_PARAMS: &[&str] = &[
+    "slice_ns",
+    "ipi_ns",
+    "switch_ns",
+    "tick_ns",
+    "jitter_pct",
+    "noise_pct",
+    "noise_ns",
+];
+
+impl ModelParams {
+    /// Sets one model parameter; `Ok(false)` when `key` is not one.
+    pub fn set_param(&mut self, key: &str, v: &str) -> Result<bool, String> {
+        let n = || -> Result<u64, String> {
+            v.trim()
+                .parse()
+                .map_err(|_| format!("--param {key}={v}: expected a whole number"))
+        };
+        match key {
+            "slice_ns" => {
+                self.slice_ns = n()?;
+                if self.slice_ns < 1_000 {
+                    return Err(format!(
+                        "--param {key}={v}: a slice shorter than 1 us makes no sense"
+                    ));
+                }
+            }
+            "ipi_ns" => self.ipi_ns = n()?,
+            "switch_ns" => self.switch_ns = n()?,
+            "tick_ns" => {
+                self.tick_ns = n()?;
+                if self.tick_ns != 0 && self.tick_ns < 10_000 {
+                    return Err(format!("--param {key}={v}: use 0 (off) or at least 10000"));
+                }
+            }
+            "jitter_pct" => {
+                self.jitter_pct = n()?;
+                if self.jitter_pct > 100 {
+                    return Err(format!("--param {key}={v}: at most 100"));
+                }
+            }
+            "noise_pct" => {
+                self.noise_pct = n()?;
+                if self.noise_pct > 50 {
+                    return Err(format!("--param {key}={v}: at most 50"));
+                }
+            }
+            "noise_ns" => {
+                self.noise_ns = n()?;
+                if self.noise_ns == 0 {
+                    return Err(format!("--param {key}={v}: must be at least 1"));
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// One simulation run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SimSpec {
+    /// Column label in comparisons.
+    pub label: String,
+    pub workload: Workload,
+    pub shape: Shape,
+    pub config: Config,
+    pub seed: u64,
+    /// Simulated time to run, ns.
+    pub duration_ns: u64,
+    /// Stop after this many events as well (0 = no limit).
+    pub max_events: u64,
+    pub model: ModelParams,
+}
+
+impl SimSpec {
+    /// `workload` with its defaults on its default machine, mainline policy, seed 1,
+    /// 50 ms of simulated time.
+    pub fn new(workload: Workload) -> SimSpec {
+        SimSpec {
+            label: String::from("mainline"),
+            shape: workload.default_shape(),
+            workload,
+            config: Config::default(),
+            seed: 1,
+            duration_ns: 50_000_000,
+            max_events: 0,
+            model: ModelParams::default(),
+        }
+    }
+
+    /// Applies `key=value` to the workload or the model; errors list the known keys.
+    pub fn set_param(&mut self, kv: &str) -> Result<(), String> {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("--param: expected KEY=VALUE, got '{kv}'"))?;
+        let k = k.trim().replace('-', "_");
+        if self.workload.set_param(&k, v)? || self.model.set_param(&k, v)? {
+            return Ok(());
+        }
+        let mut known: Vec<&str> = self.workload.params().iter().map(|(k, _)| *k).collect();
+        known.extend(MODEL_PARAMS);
+        Err(format!(
+            "--param: unknown key '{k}' for {}; known: {}",
+            self.workload.name(),
+            known.join(", ")
+        ))
+    }
+}
