@@ -28,7 +28,8 @@ use serde::Serialize;
 pub use scenario::{
     CpuBase, CpuState, CpuStateMap, CpuStateValue, CpuStates, DEFAULT_WAKER_PID, Expect,
     LlcStateInput, NewIdleInput, PolicyOverride, Question, Resolved, Scenario, TopologyInput,
-    TraceRecord, WakeInput, WakeKind, parse_json, parse_shape, policy_spec_of, resolve_policy,
+    TraceRecord, WakeInput, WakeKind, parse_json, parse_json_object, parse_shape, policy_spec_of,
+    resolve_policy,
 };
 
 use crate::policy::{
@@ -127,7 +128,8 @@ pub fn explain_file(path: &Path, cli: &PolicyOverride) -> anyhow::Result<Explain
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let name = path.display();
-    let scenario: Scenario = parse_json(&text).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    let scenario: Scenario =
+        parse_json_object(&text).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
     let resolved = scenario
         .resolve(&base_dir(path), cli)
         .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
@@ -955,7 +957,8 @@ pub fn replay_trace(
         if line.trim().is_empty() {
             continue;
         }
-        let rec: TraceRecord = parse_json(line).map_err(|e| format!("{name}:{lineno}: {e}"))?;
+        let rec: TraceRecord =
+            parse_json_object(line).map_err(|e| format!("{name}:{lineno}: {e}"))?;
         let topo = match &last_topo {
             Some((input, t)) if *input == rec.topology => t.clone(),
             _ => {

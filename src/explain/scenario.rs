@@ -782,6 +782,16 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, Strin
     serde_json::from_str(text).map_err(|e| super::json_path::describe_error(text, &e))
 }
 
+/// As [`parse_json`] for the types that must be a JSON object (scenarios, trace
+/// records): serde would also accept a struct written as an array, with a confusing
+/// message.
+pub fn parse_json_object<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    if !text.trim_start().starts_with('{') {
+        return Err("top level: expected a JSON object ({ ... })".into());
+    }
+    parse_json(text)
+}
+
 fn check_cpu(field: &str, cpu: usize, nr_cpus: usize) -> Result<(), String> {
     if cpu >= nr_cpus {
         return Err(format!(
