@@ -55,6 +55,17 @@ enum waker_context {
 	WAKER_NMI		= 3,
 };
 
+/* wakeup_msg.kind */
+enum wakeup_msg_kind {
+	/* A task needs a placement decision. */
+	WL_MSG_ENQUEUE		= 0,
+	/*
+	 * A task went to sleep (only while the agent sets report_sleeps, for
+	 * its delayed-dequeue emulation). No decision is expected.
+	 */
+	WL_MSG_SLEEP		= 1,
+};
+
 /* wakeup_msg.flags */
 enum wakeup_msg_flags {
 	/* ops.select_cpu() ran for this enqueue: the waker fields are valid. */
@@ -70,6 +81,7 @@ enum wakeup_msg_flags {
 };
 
 struct wakeup_msg {
+	u32 kind;		/* enum wakeup_msg_kind */
 	s32 pid;
 	s32 task_cpu;		/* scx_bpf_task_cpu(p) at enqueue time */
 	s32 prev_cpu;		/* prev_cpu given to ops.select_cpu() */
@@ -78,13 +90,22 @@ struct wakeup_msg {
 	u32 waker_context;	/* enum waker_context */
 	u32 flags;		/* enum wakeup_msg_flags */
 	u32 nr_cpus_allowed;
+	/*
+	 * Tasks runnable on the waker's CPU when ops.select_cpu() ran (see
+	 * cpu_state.nr_runnable), for fair.c's "sync && nr_running == 1" test,
+	 * which is about the waker's CPU at wake-up time, not at decision time.
+	 */
+	u32 waker_nr_runnable;
+	u32 waker_ttwu_pending;
 	u64 wake_flags;		/* SCX_WAKE_* as given to ops.select_cpu() */
 	u64 enq_flags;		/* SCX_ENQ_* as given to ops.enqueue() */
 	u64 enq_cnt;		/* generation: a decision must echo it */
 	u64 select_ns;		/* when ops.select_cpu() ran */
 	u64 enqueue_ns;		/* when ops.enqueue() queued it to the agent */
 	u64 weight;		/* p->scx.weight (100 = nice 0) */
-	u64 exec_runtime;	/* ns run since the task last went to sleep */
+	u64 exec_runtime;	/* ns run since the task last went to sleep
+				 * (WL_MSG_SLEEP: ns run in the period that
+				 * just ended) */
 	char comm[16];
 	/* p->cpus_ptr: bit n of word n/64 set if the task may run on CPU n. */
 	u64 cpus_allowed[WL_MASK_WORDS];
@@ -111,11 +132,18 @@ struct cpu_state {
 	s32 curr_pid;		/* task running there (0 = idle) */
 	u32 curr_policy;	/* its scheduling policy (SCHED_IDLE = 5) */
 	u32 idle;		/* ops.update_idle() said idle */
-	u32 nr_running;		/* rq->nr_running (all classes) */
+	u32 nr_running;		/* rq->nr_running (all classes, the agent and
+				 * tasks waiting for it included) */
+	/*
+	 * What fair.c's rq->nr_running means, for our tasks: the task running
+	 * there unless it is the agent or idle, plus the tasks queued for that
+	 * CPU (its DSQ and its local DSQ). The agent is invisible: it is not a
+	 * task CFS would see.
+	 */
+	u32 nr_runnable;
 	u32 scx_nr_running;	/* rq->scx.nr_running */
 	u32 ttwu_pending;	/* rq->ttwu_pending: queued wake-up in flight */
 	u32 dsq_queued;		/* tasks waiting in this CPU's DSQ */
-	u32 pad;
 };
 
 #endif /* __WAKELAB_INTF_H */

@@ -79,6 +79,8 @@ struct cpu_state cpu_state[WL_MAX_CPUS];
 
 /* Tasks sent to the agent / decisions the agent made that we applied. */
 volatile u64 nr_queued_to_agent, nr_agent_dispatches;
+/* Sleep events sent (report_sleeps), and those the full ring dropped. */
+volatile u64 nr_sleep_msgs, nr_sleep_msgs_dropped;
 /* Dispatched here without the agent: the agent, per-CPU kthreads. */
 volatile u64 nr_direct_dispatches;
 /* The wakeup ring was full: the task went to the fallback queue. */
@@ -109,12 +111,15 @@ volatile u64 nr_heartbeat_kicks;
 volatile u64 enqueue_to_run_hist[WL_LAT_BUCKETS];
 
 /*
- * Handshake with the agent. nr_queued_to_agent - agent_consumed is what
- * waits in the ring; agent_backlog is what the agent holds that it could not
+ * Handshake with the agent. nr_ring_msgs - agent_consumed is what waits in
+ * the ring; agent_backlog is what the agent holds that it could not
  * submit yet (decision ring full). agent_last_run_ns is written when the
  * agent starts running.
  */
+volatile u64 nr_ring_msgs;
 volatile u64 agent_consumed;
+/* Written by the agent: send WL_MSG_SLEEP events (delayed-dequeue emulation). */
+volatile u32 report_sleeps;
 volatile u64 agent_backlog;
 volatile u64 agent_last_run_ns;
 volatile s32 agent_cpu;
@@ -147,6 +152,8 @@ struct task_ctx {
 	u32 waker_context;
 	u32 waker_flags;
 	u32 select_valid;
+	u32 waker_nr_runnable;
+	u32 waker_ttwu_pending;
 	/* Run-time accounting since the task last slept. */
 	u64 start_ns;
 	u64 exec_runtime;
@@ -212,6 +219,21 @@ static bool cpu_valid(s32 cpu)
 }
 
 /*
+ * fair.c's rq->nr_running for our tasks on @cpu (see cpu_state.nr_runnable):
+ * the current task unless it is idle or the agent, plus what waits in the
+ * CPU's own DSQ and local DSQ.
+ */
+static u32 nr_runnable_on(s32 cpu, s32 curr_pid)
+{
+	u32 nr = scx_bpf_dsq_nr_queued(cpu) +
+		 scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | cpu);
+
+	if (curr_pid && curr_pid != agent_pid)
+		nr++;
+	return nr;
+}
+
+/*
  * Copy the rq fields the placement rules read. Unlocked reads of another
  * CPU's rq: they may be stale a moment later, like fair.c's own reads of
  * remote rqs in select_idle_sibling(). Any error is contained to one
@@ -231,6 +253,7 @@ static void refresh_cpu_state(s32 cpu, u64 now)
 	cs->scx_nr_running = rq->scx.nr_running;
 	cs->ttwu_pending = rq->ttwu_pending;
 	cs->dsq_queued = scx_bpf_dsq_nr_queued(cpu);
+	cs->nr_runnable = nr_runnable_on(cpu, cs->curr_pid);
 	cs->refreshed_ns = now;
 }
 
@@ -327,6 +350,17 @@ s32 BPF_STRUCT_OPS(wakelab_select_cpu, struct task_struct *p, s32 prev_cpu,
 		tctx->waker_flags |= WL_MSG_WAKER_EXITING;
 	if ((waker->flags & PF_KTHREAD) && waker->nr_cpus_allowed == 1)
 		tctx->waker_flags |= WL_MSG_WAKER_PCPU_KTHREAD;
+	{
+		s32 this_cpu = tctx->waker_cpu;
+		struct rq *rq = bpf_per_cpu_ptr(&runqueues, this_cpu);
+
+		/*
+		 * The current task counts as runnable: the waker itself, or the
+		 * task a softirq interrupted (pid 0 when it interrupted idle).
+		 */
+		tctx->waker_nr_runnable = nr_runnable_on(this_cpu, waker->pid);
+		tctx->waker_ttwu_pending = rq ? rq->ttwu_pending : 0;
+	}
 	tctx->select_valid = 1;
 
 	/* Decide nothing here: the agent decides. */
@@ -338,14 +372,19 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 {
 	struct wakeup_msg *msg;
 	u64 now = scx_bpf_now();
-	bool selected = tctx->select_valid &&
-			__COMPAT_is_enq_cpu_selected(enq_flags);
+	/*
+	 * ops.select_cpu() ran for this wake-up: its stash is consumed (and
+	 * cleared) by the enqueue that follows it, which with queued wake-ups
+	 * runs later on the target CPU, where SCX_ENQ_CPU_SELECTED may be
+	 * missing. A stale stash cannot survive an enqueue.
+	 */
+	bool selected = tctx->select_valid && (enq_flags & SCX_ENQ_WAKEUP);
 
 	/*
 	 * The agent has not run for long while tasks wait for it (stopped,
 	 * starved, dying): don't make things worse, run the task without it.
 	 */
-	if (agent_last_run_ns && nr_queued_to_agent != agent_consumed &&
+	if (agent_last_run_ns && nr_ring_msgs != agent_consumed &&
 	    now - agent_last_run_ns > agent_stall_ns) {
 		__sync_fetch_and_add(&nr_agent_stall_fallbacks, 1);
 		tctx->select_valid = 0;
@@ -365,6 +404,7 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 	tctx->enq_cnt++;
 	tctx->enqueue_ns = now;
 
+	msg->kind = WL_MSG_ENQUEUE;
 	msg->pid = p->pid;
 	msg->task_cpu = scx_bpf_task_cpu(p);
 	msg->nr_cpus_allowed = p->nr_cpus_allowed;
@@ -386,6 +426,8 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 		msg->waker_context = tctx->waker_context;
 		msg->wake_flags = tctx->wake_flags;
 		msg->select_ns = tctx->select_ns;
+		msg->waker_nr_runnable = tctx->waker_nr_runnable;
+		msg->waker_ttwu_pending = tctx->waker_ttwu_pending;
 	} else {
 		__sync_fetch_and_add(&nr_enqueue_without_select, 1);
 		msg->prev_cpu = msg->task_cpu;
@@ -394,6 +436,8 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 		msg->waker_context = WAKER_TASK;
 		msg->wake_flags = 0;
 		msg->select_ns = 0;
+		msg->waker_nr_runnable = 0;
+		msg->waker_ttwu_pending = 0;
 	}
 	tctx->select_valid = 0;
 	__builtin_memcpy(msg->comm, p->comm, sizeof(msg->comm));
@@ -407,6 +451,7 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 		__builtin_memset(msg->cpus_allowed, 0xff, sizeof(msg->cpus_allowed));
 
 	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
+	__sync_fetch_and_add(&nr_ring_msgs, 1);
 	__sync_fetch_and_add(&nr_queued_to_agent, 1);
 	wake_agent();
 }
@@ -429,7 +474,14 @@ void BPF_STRUCT_OPS(wakelab_enqueue, struct task_struct *p, u64 enq_flags)
 		return;
 	}
 
-	if (must_bypass_agent(p) || is_agent_helper_thread(p)) {
+	/*
+	 * SCX_ENQ_LAST: the task's slice ended and nothing else wants its CPU.
+	 * We ask for these enqueues (SCX_OPS_ENQ_LAST) only so that the agent's
+	 * sched_yield() parks it in its queue instead of spinning; everyone else
+	 * simply runs on, as the kernel would have done without the flag.
+	 */
+	if ((enq_flags & SCX_ENQ_LAST) || must_bypass_agent(p) ||
+	    is_agent_helper_thread(p)) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
 		__sync_fetch_and_add(&nr_direct_dispatches, 1);
 		return;
@@ -584,15 +636,47 @@ void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
 	}
 }
 
+/*
+ * Tell the agent that @p goes to sleep after running @ran ns, for its
+ * delayed-dequeue emulation: in v6.12+ a sleeper with positive lag stays
+ * queued on its CPU, counted in rq->nr_running (seed 3).
+ */
+static void report_sleep(struct task_struct *p, u64 ran, u64 now)
+{
+	struct wakeup_msg *msg;
+
+	msg = bpf_ringbuf_reserve(&wakeups, sizeof(*msg), 0);
+	if (!msg) {
+		__sync_fetch_and_add(&nr_sleep_msgs_dropped, 1);
+		return;
+	}
+	__builtin_memset(msg, 0, sizeof(*msg));
+	msg->kind = WL_MSG_SLEEP;
+	msg->pid = p->pid;
+	msg->task_cpu = scx_bpf_task_cpu(p);
+	msg->weight = p->scx.weight;
+	msg->exec_runtime = ran;
+	msg->enqueue_ns = now;
+	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
+	__sync_fetch_and_add(&nr_ring_msgs, 1);
+	__sync_fetch_and_add(&nr_sleep_msgs, 1);
+}
+
 void BPF_STRUCT_OPS(wakelab_stopping, struct task_struct *p, bool runnable)
 {
 	struct task_ctx *tctx;
+	u64 now;
 
 	if (is_agent(p))
 		return;
 	tctx = lookup_task_ctx(p);
-	if (tctx && tctx->start_ns)
-		tctx->exec_runtime += scx_bpf_now() - tctx->start_ns;
+	if (!tctx || !tctx->start_ns)
+		return;
+	now = scx_bpf_now();
+	tctx->exec_runtime += now - tctx->start_ns;
+	if (!runnable && report_sleeps && !must_bypass_agent(p) &&
+	    !is_agent_helper_thread(p))
+		report_sleep(p, tctx->exec_runtime, now);
 }
 
 void BPF_STRUCT_OPS(wakelab_runnable, struct task_struct *p, u64 enq_flags)

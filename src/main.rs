@@ -39,6 +39,10 @@ struct Opts {
     #[arg(long, value_name = "SECS", value_parser = parse_interval)]
     stats: Option<f64>,
 
+    /// Control socket for `scx_wakelab set` and `scx_wakelab stats`.
+    #[arg(long, value_name = "PATH", default_value = live::control::DEFAULT_SOCKET)]
+    socket: std::path::PathBuf,
+
     /// More logging (libbpf's messages, the verifier log on load failures).
     #[arg(short = 'v', long)]
     verbose: bool,
@@ -57,6 +61,28 @@ struct Opts {
 /// Without a subcommand, scx_wakelab loads and runs the scheduler.
 #[derive(Debug, clap::Subcommand)]
 enum Command {
+    /// Change a placement flag of the running scheduler, without unloading
+    /// it: scx_wakelab set KEY=VALUE [KEY=VALUE...] (keys as in --set).
+    Set {
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        changes: Vec<String>,
+        /// Control socket of the running instance.
+        #[arg(long, value_name = "PATH")]
+        socket: Option<std::path::PathBuf>,
+    },
+    /// Print the counters of the running scheduler (once, or every SECS
+    /// seconds with --monitor).
+    Stats {
+        /// JSON instead of the stats block.
+        #[arg(long)]
+        json: bool,
+        /// Print the counters of each interval of SECS seconds until Ctrl-C.
+        #[arg(long, value_name = "SECS", value_parser = parse_interval)]
+        monitor: Option<f64>,
+        /// Control socket of the running instance.
+        #[arg(long, value_name = "PATH")]
+        socket: Option<std::path::PathBuf>,
+    },
     /// Explain one placement decision from a scenario file (chosen CPU and the rule chain),
     /// or replay a decision trace (--trace).
     Explain(scx_wakelab::explain::ExplainArgs),
@@ -102,6 +128,10 @@ fn main() -> ExitCode {
     init_logging(opts.verbose);
     if let Some(cmd) = opts.command {
         let r: anyhow::Result<()> = match cmd {
+            Command::Set { changes, socket } => live::client_set(&changes, &live::control::socket_path(&socket)),
+            Command::Stats { json, monitor, socket } => {
+                live::client_stats(json, monitor, &live::control::socket_path(&socket))
+            }
             Command::Explain(a) => scx_wakelab::explain::run(a),
             Command::Sim(a) => scx_wakelab::sim::run(a),
         };
@@ -122,7 +152,14 @@ fn main() -> ExitCode {
         break_verifier: opts.debug_break_verifier,
         open_opts: opts.libbpf.clone().into_bpf_open_opts(),
     };
-    match live::run_scheduler(cfg, opts.stats) {
+    let policy = match opts.policy.to_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match live::run_scheduler(cfg, policy, opts.stats, &opts.socket) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

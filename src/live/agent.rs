@@ -22,7 +22,9 @@ use scx_utils::{UserExitInfo, compat, scx_ops_attach, scx_ops_load, scx_ops_open
 use super::bpf_intf::{self, decision_msg, wakeup_msg};
 use super::bpf_skel::*;
 use super::libbpf_log;
-use super::placement::{CpuView, Placer};
+use super::bpf_intf::wakeup_msg_kind_WL_MSG_SLEEP as WL_MSG_SLEEP;
+use super::control::ControlQueue;
+use super::placement::{Outcome, Placer};
 use super::stats::LiveMetrics;
 
 /// What the agent needs from the command line.
@@ -57,6 +59,7 @@ pub struct Agent<'a> {
     metrics: Arc<Mutex<LiveMetrics>>,
     local: LiveMetrics,
     last_publish: Instant,
+    control: ControlQueue,
 }
 
 impl<'a> Agent<'a> {
@@ -65,6 +68,7 @@ impl<'a> Agent<'a> {
         placer: Placer,
         open_object: &'a mut MaybeUninit<OpenObject>,
         metrics: Arc<Mutex<LiveMetrics>>,
+        control: ControlQueue,
     ) -> Result<Self> {
         let builder = BpfSkelBuilder::default();
         // After the builder: libbpf-rs' ObjectBuilder::debug() would replace
@@ -88,7 +92,12 @@ impl<'a> Agent<'a> {
         // keep the kernel's idle masks. ALLOW_QUEUED_WAKEUP: remote wake-ups
         // go through the wakelist, so rq->ttwu_pending means something for
         // our tasks too (cfs-wakeup-placement.md, 11.5).
-        ops.flags = *compat::SCX_OPS_KEEP_BUILTIN_IDLE | *compat::SCX_OPS_ALLOW_QUEUED_WAKEUP;
+        // ENQ_LAST: without it the kernel keeps running a yielding agent
+        // whose CPU has nothing else to do, and the agent spins instead of
+        // parking in its queue (bpf/main.bpf.c, wakelab_enqueue()).
+        ops.flags = *compat::SCX_OPS_KEEP_BUILTIN_IDLE
+            | *compat::SCX_OPS_ALLOW_QUEUED_WAKEUP
+            | *compat::SCX_OPS_ENQ_LAST;
         if cfg.partial {
             ops.flags |= *compat::SCX_OPS_SWITCH_PARTIAL;
         }
@@ -138,6 +147,9 @@ impl<'a> Agent<'a> {
             }
         }
 
+        if let Some(bss) = skel.maps.bss_data.as_mut() {
+            bss.report_sleeps = placer.wants_sleep_events() as u32;
+        }
         info!(
             "scx_wakelab loaded: {} CPUs, slice {} us, {} mode",
             placer.nr_cpus(),
@@ -156,6 +168,7 @@ impl<'a> Agent<'a> {
             metrics,
             local: LiveMetrics::default(),
             last_publish: Instant::now(),
+            control,
         })
     }
 
@@ -171,6 +184,7 @@ impl<'a> Agent<'a> {
                 }
                 self.place_inbox();
             }
+            self.apply_control();
             self.publish(false);
             // Give the CPU back. BPF parks us in our own queue and runs us
             // again only when there is work (or at the heartbeat).
@@ -190,14 +204,22 @@ impl<'a> Agent<'a> {
         }
         let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
         bss.agent_consumed += msgs.len() as u64;
-        let view = CpuView::new(&bss.cpu_state[..]);
-        self.placer.begin_batch();
+        let now = msgs.iter().map(|m| m.enqueue_ns).max().unwrap_or(0);
+        self.placer.begin_batch(&bss.cpu_state[..], now);
         for msg in &msgs {
-            let (cpu, reason) = self.placer.place(msg, &view);
-            self.local.count_decision(reason, msg, cpu, self.placer.topology());
+            if msg.kind == WL_MSG_SLEEP {
+                self.local.sleep_events += 1;
+                self.placer.on_sleep(msg);
+                continue;
+            }
+            let placed = self.placer.place(msg);
+            self.local.nr_decisions += 1;
+            if placed.outcome == Outcome::DelayedRequeue {
+                self.local.delayed_requeues += 1;
+            }
             self.backlog.push_back(decision_msg {
                 pid: msg.pid,
-                cpu,
+                cpu: placed.cpu as i32,
                 enq_cnt: msg.enq_cnt,
                 slice_ns: 0,
                 enqueue_ns: msg.enqueue_ns,
@@ -230,6 +252,27 @@ impl<'a> Agent<'a> {
         }
     }
 
+    /// Runtime flag changes from `scx_wakelab set`, applied between batches.
+    /// try_lock: the control thread never holds the queue for long, and a
+    /// busy queue is simply looked at next time.
+    fn apply_control(&mut self) {
+        let Some(requests) = self.control.try_take() else { return };
+        for req in requests {
+            let old = self.placer.engine().config().get(&req.key).unwrap_or_default();
+            let reply = match self.placer.set(&req.key, &req.value) {
+                Ok(()) => {
+                    self.local.config_changes += 1;
+                    Ok(old)
+                }
+                Err(e) => Err(e),
+            };
+            req.respond(reply, self.placer.engine().config().clone());
+        }
+        if let Some(bss) = self.skel.maps.bss_data.as_mut() {
+            bss.report_sleeps = self.placer.wants_sleep_events() as u32;
+        }
+    }
+
     /// Copy counters for the stats thread. try_lock: the scheduling thread
     /// never waits for a reader.
     fn publish(&mut self, force: bool) {
@@ -238,6 +281,7 @@ impl<'a> Agent<'a> {
         }
         let Some(bss) = self.skel.maps.bss_data.as_ref() else { return };
         self.local.absorb_bpf(bss);
+        self.local.policy = *self.placer.engine().counters();
         let guard = if force { self.metrics.lock().ok() } else { self.metrics.try_lock().ok() };
         if let Some(mut m) = guard {
             *m = self.local.clone();

@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod bpf_intf;
+pub mod control;
 pub mod bpf_skel;
 pub mod env_checks;
 pub mod libbpf_log;
@@ -19,13 +20,20 @@ use anyhow::{Context, Result};
 use log::info;
 
 use agent::{Agent, AgentConfig};
-use placement::{CpuTopology, Placer};
+use control::{ControlQueue, Shared};
+use placement::{Placer, topology_from_scx};
+use scx_wakelab::policy::Config;
 use stats::LiveMetrics;
 
 /// Load, run until Ctrl-C/SIGTERM or until the kernel unloads us, and
 /// restart when the kernel asks (ACT_RESTART, e.g. after CPU hotplug, with
-/// the topology read anew).
-pub fn run_scheduler(cfg: AgentConfig, stats_interval: Option<f64>) -> Result<()> {
+/// the topology read anew and the policy flags as they were last set).
+pub fn run_scheduler(
+    cfg: AgentConfig,
+    policy: Config,
+    stats_interval: Option<f64>,
+    socket: &Path,
+) -> Result<()> {
     env_checks::check_can_load(Path::new("/sys"), unsafe { libc::geteuid() })?;
 
     let shutdown = Arc::new(AtomicBool::new(false));
@@ -33,16 +41,26 @@ pub fn run_scheduler(cfg: AgentConfig, stats_interval: Option<f64>) -> Result<()
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
         .context("installing the Ctrl-C/SIGTERM handler")?;
 
+    info!("placement policy: {}", policy.describe().replace('\n', "; "));
     let metrics = Arc::new(Mutex::new(LiveMetrics::default()));
+    let config = Arc::new(Mutex::new(policy));
+    let queue = ControlQueue::default();
     // Threads are started before the agent locks its memory.
     let printer = stats_interval.map(|secs| spawn_stats_printer(secs, metrics.clone(), shutdown.clone()));
+    let server = control::spawn_server(
+        socket,
+        queue.clone(),
+        Shared { metrics: metrics.clone(), config: config.clone() },
+        shutdown.clone(),
+    )?;
 
     let started = Instant::now();
     let result = loop {
         let topo = scx_utils::Topology::new().context("reading the CPU topology from sysfs")?;
-        let placer = Placer::new(CpuTopology::from_scx(&topo));
+        let policy = config.lock().map(|c| c.clone()).unwrap_or_default();
+        let placer = Placer::new(topology_from_scx(&topo)?, policy, unsafe { libc::gettid() }, cfg.slice_ns)?;
         let mut open_object = MaybeUninit::uninit();
-        let mut agent = Agent::init(&cfg, placer, &mut open_object, metrics.clone())?;
+        let mut agent = Agent::init(&cfg, placer, &mut open_object, metrics.clone(), queue.clone())?;
         let exit = agent.run(&shutdown);
         drop(agent);
         match exit {
@@ -58,6 +76,7 @@ pub fn run_scheduler(cfg: AgentConfig, stats_interval: Option<f64>) -> Result<()
     if let Some(h) = printer {
         let _ = h.join();
     }
+    let _ = server.join();
     let total = metrics.lock().map(|m| m.clone()).unwrap_or_default();
     info!(
         "exit report after {:.1}s:\n{}",
@@ -90,4 +109,51 @@ fn spawn_stats_printer(
             last = Instant::now();
         }
     })
+}
+
+/// `scx_wakelab set KEY=VALUE...`: each change in turn; stops at the first
+/// the scheduler refuses.
+pub fn client_set(changes: &[String], socket: &Path) -> Result<()> {
+    for kv in changes {
+        if !kv.contains('=') {
+            anyhow::bail!("expected KEY=VALUE, got '{kv}'");
+        }
+        let answer = control::request(socket, &format!("set {kv}"))?;
+        match answer.strip_prefix("error ") {
+            Some(e) => anyhow::bail!("{kv}: {e}"),
+            None => println!("{answer}"),
+        }
+    }
+    Ok(())
+}
+
+/// `scx_wakelab stats [--json] [--monitor SECS]`.
+pub fn client_stats(json: bool, monitor: Option<f64>, socket: &Path) -> Result<()> {
+    let fetch = || -> Result<(LiveMetrics, serde_json::Value)> {
+        let v: serde_json::Value = serde_json::from_str(&control::request(socket, "stats")?)
+            .context("the scheduler's answer is not JSON")?;
+        let m = stats::LiveMetrics::from_json(&v["metrics"]);
+        Ok((m, v))
+    };
+    let Some(secs) = monitor else {
+        let (m, v) = fetch()?;
+        if json {
+            println!("{v}");
+        } else {
+            println!("{}", m.format(0.0));
+        }
+        return Ok(());
+    };
+    let (mut prev, _) = fetch()?;
+    loop {
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        let (now, v) = fetch()?;
+        let d = now.delta(&prev);
+        if json {
+            println!("{}", serde_json::json!({ "interval_s": secs, "metrics": d, "config": v["config"] }));
+        } else {
+            println!("{}\n", d.format(secs));
+        }
+        prev = now;
+    }
 }

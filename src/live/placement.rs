@@ -1,279 +1,425 @@
-//! Where the agent puts a task, until the CFS engine (src/policy) drives it.
+//! Where the agent puts a task: the CFS engine (src/policy) fed with live
+//! inputs.
 //!
-//! The interim rule proves the transport on its own: prev CPU if idle, else
-//! an idle CPU sharing prev's LLC (scanning from prev, like fair.c's
-//! for_each_cpu_wrap), else prev. A CPU chosen earlier in the same batch
-//! counts as busy, so a burst of wake-ups does not pile onto one idle CPU.
+//! The engine wants the world as select_task_rq_fair() sees it on the
+//! waker's CPU at wake-up time. We have BPF's per-CPU table, read when the
+//! agent runs (slightly later), plus what ops.select_cpu() recorded on the
+//! waker's CPU itself. The differences we accept, and why:
+//! - the waker's CPU is described as it was at select time (runnable count,
+//!   ttwu_pending, idle = nothing runnable), because fair.c's sync test is
+//!   about that moment;
+//! - the agent is invisible: a CPU running only the agent counts as idle,
+//!   since CFS would not see a user-space scheduler at all;
+//! - a task placed earlier in the same batch makes its CPU busy for the rest
+//!   of the batch, as the kernel's own enqueue would;
+//! - load is nr_running * 1024 (nice-0 weight) instead of PELT averages.
+//! State the kernel keeps for fair tasks only (recent_used_cpu, wakee flips,
+//! avg_idle, delayed dequeue) is kept here, per task and per CPU.
 
-use super::bpf_intf::wakeup_msg;
-use super::bpf_skel::types::cpu_state;
+use std::collections::HashMap;
 
-/// CPU topology as the agent needs it: per CPU its core, LLC and node, and
-/// per LLC its CPUs.
-#[derive(Clone, Debug)]
-pub struct CpuTopology {
-    pub core_of: Vec<usize>,
-    pub llc_of: Vec<usize>,
-    pub node_of: Vec<usize>,
-    pub llc_cpus: Vec<Vec<usize>>,
+use crate::live::bpf_intf::{
+    waker_context_WAKER_HARDIRQ as WAKER_HARDIRQ, waker_context_WAKER_NMI as WAKER_NMI,
+    waker_context_WAKER_SOFTIRQ as WAKER_SOFTIRQ, wakeup_msg, wakeup_msg_flags_WL_MSG_SELECTED as WL_MSG_SELECTED,
+    wakeup_msg_flags_WL_MSG_WAKER_EXITING as WL_MSG_WAKER_EXITING,
+    wakeup_msg_flags_WL_MSG_WAKER_PCPU_KTHREAD as WL_MSG_WAKER_PCPU_KTHREAD,
+    wakeup_msg_flags_WL_MSG_WAKEUP as WL_MSG_WAKEUP,
+};
+use crate::live::bpf_skel::types::cpu_state;
+use scx_wakelab::policy::{
+    Config, CpuDesc, CpuSet, CpuSnapshot, DelayedDequeue, Engine, Topology, TaskState, WakeCtx,
+    WakerContext,
+};
+
+/// Nice-0 load weight, the unit of CpuSnapshot::load.
+const NICE_0_LOAD: u64 = 1024;
+/// Forget tasks not seen for this long (they exited, most likely).
+const TASK_TTL_NS: u64 = 30_000_000_000;
+
+/// Why a task went where it went, beyond the engine's own rule chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The engine decided (its Decision carries the rule chain).
+    Engine,
+    /// A still-delayed task woke: requeued where it sleeps, no placement
+    /// (ttwu_runnable() in the kernel).
+    DelayedRequeue,
 }
 
-impl CpuTopology {
-    /// From (cpu, core, llc, node) rows; ids need not be dense.
-    pub fn from_rows(rows: &[(usize, usize, usize, usize)]) -> CpuTopology {
-        let nr = rows.iter().map(|r| r.0 + 1).max().unwrap_or(0);
-        let mut t = CpuTopology {
-            core_of: vec![usize::MAX; nr],
-            llc_of: vec![usize::MAX; nr],
-            node_of: vec![usize::MAX; nr],
-            llc_cpus: Vec::new(),
+pub struct Placement {
+    pub cpu: usize,
+    pub prev_cpu: usize,
+    pub outcome: Outcome,
+    pub decision: Option<scx_wakelab::policy::Decision>,
+}
+
+/// The policy topology of this machine, from sysfs through scx_utils.
+pub fn topology_from_scx(topo: &scx_utils::Topology) -> anyhow::Result<Topology> {
+    let nr = topo.all_cpus.keys().max().map_or(0, |m| m + 1);
+    let mut descs = vec![
+        CpuDesc { core: u32::MAX, llc: u32::MAX, node: 0, online: false, capacity: 1024 };
+        nr
+    ];
+    for cpu in topo.all_cpus.values() {
+        descs[cpu.id] = CpuDesc {
+            core: cpu.core_id as u32,
+            llc: cpu.llc_id as u32,
+            node: cpu.node_id as u32,
+            online: true,
+            capacity: cpu.cpu_capacity.clamp(1, 1024) as u32,
         };
-        for &(cpu, core, llc, node) in rows {
-            t.core_of[cpu] = core;
-            t.llc_of[cpu] = llc;
-            t.node_of[cpu] = node;
-            if t.llc_cpus.len() <= llc {
-                t.llc_cpus.resize(llc + 1, Vec::new());
-            }
-            t.llc_cpus[llc].push(cpu);
+    }
+    // Offline holes: give them ids of their own so they share nothing.
+    for (i, d) in descs.iter_mut().enumerate() {
+        if !d.online {
+            d.core = 1_000_000 + i as u32;
+            d.llc = 1_000_000 + i as u32;
         }
-        for cpus in &mut t.llc_cpus {
-            cpus.sort_unstable();
+    }
+    Topology::from_cpus(&descs).map_err(|e| anyhow::anyhow!("building the placement topology: {e:?}"))
+}
+
+/// The per-task state fair.c keeps in task_struct, as we keep it between
+/// decisions: compact, because the agent's heap is rustland_core's fixed,
+/// locked 64 MiB arena (the allowed mask and load come with every message).
+#[derive(Clone, Copy, Debug)]
+struct StoredTask {
+    recent_used_cpu: Option<usize>,
+    wakee_flips: u32,
+    last_wakee: Option<u32>,
+    wakee_flip_decay_ts: u64,
+    seen_ns: u64,
+}
+
+pub struct Placer {
+    engine: Engine,
+    agent_pid: i32,
+    slice_ns: u64,
+    tasks: HashMap<u32, StoredTask>,
+    snaps: Vec<CpuSnapshot>,
+    avg_idle_ns: Vec<u64>,
+    last_idle_sample: Vec<u64>,
+    delayed: DelayedDequeue,
+    last_sweep_ns: u64,
+}
+
+impl Placer {
+    pub fn new(topo: Topology, config: Config, agent_pid: i32, slice_ns: u64) -> anyhow::Result<Placer> {
+        let n = topo.nr_cpus();
+        let delayed = DelayedDequeue::new(n, config.delayed_dequeue);
+        let engine = Engine::new(topo, config).map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(Placer {
+            engine,
+            agent_pid,
+            slice_ns,
+            tasks: HashMap::with_capacity(4096),
+            snaps: vec![CpuSnapshot::default(); n],
+            // The kernel starts rq->avg_idle at 2 * sysctl_sched_migration_cost.
+            avg_idle_ns: vec![1_000_000; n],
+            last_idle_sample: vec![0; n],
+            delayed,
+            last_sweep_ns: 0,
+        })
+    }
+
+    pub fn nr_cpus(&self) -> usize {
+        self.engine.topology().nr_cpus()
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Apply a runtime flag change (`scx_wakelab set`); validated by the engine.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        self.engine.set(key, value).map_err(|e| e.to_string())?;
+        self.delayed.set_enabled(self.engine.config().delayed_dequeue);
+        Ok(())
+    }
+
+    /// Whether BPF should send sleep events (delayed-dequeue emulation).
+    pub fn wants_sleep_events(&self) -> bool {
+        self.delayed.enabled()
+    }
+
+    /// Refresh the per-CPU snapshot from BPF's table, once per batch.
+    pub fn begin_batch(&mut self, states: &[cpu_state], now_ns: u64) {
+        self.delayed.expire(now_ns);
+        for cpu in 0..self.snaps.len() {
+            let Some(cs) = states.get(cpu) else { break };
+            // SAFETY: volatile loads from the mmap'ed .bss that BPF writes.
+            let (idle, curr, runnable, ttwu, queued, last_idle) = unsafe {
+                (
+                    std::ptr::read_volatile(&cs.idle) != 0,
+                    std::ptr::read_volatile(&cs.curr_pid),
+                    std::ptr::read_volatile(&cs.nr_runnable),
+                    std::ptr::read_volatile(&cs.ttwu_pending) != 0,
+                    std::ptr::read_volatile(&cs.dsq_queued),
+                    std::ptr::read_volatile(&cs.last_idle_ns),
+                )
+            };
+            let idle = (idle || curr == self.agent_pid || curr == 0) && runnable == 0;
+            if last_idle != self.last_idle_sample[cpu] && last_idle > 0 {
+                // update_avg(): avg += (sample - avg) / 8, as fair.c does
+                // for rq->avg_idle, capped like sched_balance_newidle().
+                self.last_idle_sample[cpu] = last_idle;
+                let avg = self.avg_idle_ns[cpu] as i64;
+                let next = avg + (last_idle.min(2 * 500_000 * 8) as i64 - avg) / 8;
+                self.avg_idle_ns[cpu] = next.max(0) as u64;
+            }
+            if idle {
+                // A CPU with nothing runnable picked its delayed sleepers
+                // and dequeued them.
+                self.delayed.on_cpu_idle(cpu);
+            }
+            self.snaps[cpu] = CpuSnapshot {
+                idle,
+                nr_running: runnable,
+                nr_delayed: 0,
+                ttwu_pending: ttwu,
+                wakeup_in_flight: queued > 0,
+                sched_idle_only: false,
+                load: runnable as u64 * NICE_0_LOAD,
+                util: if idle { 0 } else { 1024 },
+                capacity: 0,
+                avg_idle_ns: self.avg_idle_ns[cpu],
+            };
+        }
+        self.delayed.apply_to(&mut self.snaps);
+        self.engine.sync_idle_core_hints(&self.snaps);
+        self.sweep(now_ns);
+    }
+
+    /// A task went to sleep after running `ran_ns`: with delayed dequeue it
+    /// stays counted on its CPU while its lag lasts. EEVDF's lag is the
+    /// service the task is still owed; a task that sleeps before using its
+    /// slice is owed about the rest of it (an approximation: we have no
+    /// virtual time).
+    pub fn on_sleep(&mut self, msg: &wakeup_msg) {
+        let lag = self.slice_ns as i64 - msg.exec_runtime as i64;
+        let cpu = msg.task_cpu.max(0) as usize;
+        if self.delayed.on_sleep(cpu, msg.pid as u32, lag, msg.enqueue_ns) && cpu < self.snaps.len() {
+            self.snaps[cpu].nr_delayed += 1;
+            self.snaps[cpu].nr_running += 1;
+        }
+    }
+
+    /// Decide where the task of `msg` runs.
+    pub fn place(&mut self, msg: &wakeup_msg) -> Placement {
+        let nr = self.nr_cpus();
+        let pid = msg.pid as u32;
+        let now = if msg.select_ns != 0 { msg.select_ns } else { msg.enqueue_ns };
+        let prev = (msg.prev_cpu.max(0) as usize).min(nr.saturating_sub(1));
+
+        if msg.flags & WL_MSG_WAKEUP != 0 {
+            if let Some(cpu) = self.delayed.on_wake(pid) {
+                self.take_slot(cpu);
+                return Placement { cpu, prev_cpu: prev, outcome: Outcome::DelayedRequeue, decision: None };
+            }
+        }
+
+        let mut task = self.task_state(pid, prev, now);
+        task.prev_cpu = prev;
+        task.allowed = allowed_set(msg, nr);
+        task.load = msg.weight * NICE_0_LOAD / 100;
+
+        let selected = msg.flags & WL_MSG_SELECTED != 0;
+        let waker_cpu = if selected { (msg.waker_cpu.max(0) as usize).min(nr - 1) } else { prev };
+        let waker_pid = msg.waker_pid as u32;
+        let mut waker = self.task_state(waker_pid, waker_cpu, now);
+        waker.is_per_cpu_kthread = msg.flags & WL_MSG_WAKER_PCPU_KTHREAD != 0;
+        let mut wake = WakeCtx {
+            // Without a select_cpu (requeue after a slice, pinned task) the
+            // engine sees no wake-up and keeps the task where it is.
+            wake_flags: if selected { msg.wake_flags as u32 } else { 0 },
+            waker_cpu,
+            waker_context: match msg.waker_context {
+                WAKER_SOFTIRQ => WakerContext::Softirq,
+                WAKER_HARDIRQ | WAKER_NMI => WakerContext::Hardirq,
+                _ => WakerContext::Task,
+            },
+            waker_exiting: msg.flags & WL_MSG_WAKER_EXITING != 0,
+            waker,
+            now_ns: now,
+        };
+
+        // The waker's CPU as select_cpu saw it.
+        let saved = self.snaps.get(waker_cpu).copied();
+        if selected && let Some(s) = self.snaps.get_mut(waker_cpu) {
+            s.nr_running = msg.waker_nr_runnable + s.nr_delayed;
+            s.idle = msg.waker_nr_runnable == 0;
+            s.ttwu_pending = msg.waker_ttwu_pending != 0;
+            s.load = msg.waker_nr_runnable as u64 * NICE_0_LOAD;
+        }
+        let d = self.engine.select_cpu(&self.snaps, &mut task, &mut wake);
+        if let (Some(s), Some(saved)) = (self.snaps.get_mut(waker_cpu), saved) {
+            *s = saved;
+        }
+
+        if selected && waker_pid != 0 {
+            self.store(&wake.waker, now);
+        }
+        self.store(&task, now);
+        self.take_slot(d.cpu);
+        Placement { cpu: d.cpu, prev_cpu: prev, outcome: Outcome::Engine, decision: Some(d) }
+    }
+
+    fn task_state(&self, pid: u32, prev: usize, _now: u64) -> TaskState {
+        let mut t = TaskState::new(pid, prev, self.nr_cpus());
+        if let Some(s) = self.tasks.get(&pid) {
+            t.recent_used_cpu = s.recent_used_cpu;
+            t.wakee_flips = s.wakee_flips;
+            t.last_wakee = s.last_wakee;
+            t.wakee_flip_decay_ts = s.wakee_flip_decay_ts;
         }
         t
     }
 
-    /// The machine's topology as scx_utils reads it from sysfs.
-    pub fn from_scx(topo: &scx_utils::Topology) -> CpuTopology {
-        let rows: Vec<_> = topo
-            .all_cpus
-            .values()
-            .map(|c| (c.id, c.core_id, c.llc_id, c.node_id))
-            .collect();
-        CpuTopology::from_rows(&rows)
+    fn store(&mut self, t: &TaskState, now: u64) {
+        self.tasks.insert(
+            t.pid,
+            StoredTask {
+                recent_used_cpu: t.recent_used_cpu,
+                wakee_flips: t.wakee_flips,
+                last_wakee: t.last_wakee,
+                wakee_flip_decay_ts: t.wakee_flip_decay_ts,
+                seen_ns: now,
+            },
+        );
     }
 
-    pub fn nr_cpus(&self) -> usize {
-        self.llc_of.len()
-    }
-
-    pub fn is_online(&self, cpu: usize) -> bool {
-        cpu < self.nr_cpus() && self.llc_of[cpu] != usize::MAX
-    }
-
-    /// How far a task moved, in the kernel's domain levels.
-    pub fn distance(&self, from: usize, to: usize) -> Distance {
-        if !self.is_online(from) || !self.is_online(to) {
-            return Distance::RemoteNode;
-        }
-        if from == to {
-            Distance::SameCpu
-        } else if self.core_of[from] == self.core_of[to] {
-            Distance::SmtSibling
-        } else if self.llc_of[from] == self.llc_of[to] {
-            Distance::SameLlc
-        } else if self.node_of[from] == self.node_of[to] {
-            Distance::SameNode
-        } else {
-            Distance::RemoteNode
+    /// The CPU got a task: busy for the rest of the batch.
+    fn take_slot(&mut self, cpu: usize) {
+        if let Some(s) = self.snaps.get_mut(cpu) {
+            s.idle = false;
+            s.nr_running += 1;
+            s.load += NICE_0_LOAD;
+            s.wakeup_in_flight = true;
         }
     }
-}
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Distance {
-    SameCpu,
-    SmtSibling,
-    SameLlc,
-    SameNode,
-    RemoteNode,
-}
-
-/// Why the interim rule chose a CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reason {
-    PrevIdle,
-    LlcIdle,
-    PrevBusy,
-    FirstAllowed,
-}
-
-/// Racy read-only view of BPF's per-CPU table.
-pub struct CpuView<'a> {
-    states: &'a [cpu_state],
-}
-
-impl<'a> CpuView<'a> {
-    pub fn new(states: &'a [cpu_state]) -> Self {
-        CpuView { states }
+    fn sweep(&mut self, now: u64) {
+        if now.saturating_sub(self.last_sweep_ns) < TASK_TTL_NS / 3 {
+            return;
+        }
+        self.last_sweep_ns = now;
+        self.tasks.retain(|_, t| now.saturating_sub(t.seen_ns) < TASK_TTL_NS);
     }
+}
 
-    /// Idle as the kernel's idle_cpu() sees it: nothing running, nothing
-    /// queued, no wake-up on its way.
-    pub fn is_idle(&self, cpu: usize) -> bool {
-        let Some(s) = self.states.get(cpu) else { return false };
-        // SAFETY: plain loads from the mmap'ed .bss that BPF updates
-        // concurrently; volatile so each call sees the current value.
-        unsafe {
-            std::ptr::read_volatile(&s.idle) != 0
-                && std::ptr::read_volatile(&s.ttwu_pending) == 0
-                && std::ptr::read_volatile(&s.dsq_queued) == 0
+fn allowed_set(msg: &wakeup_msg, nr: usize) -> CpuSet {
+    let mut set = CpuSet::new();
+    for cpu in 0..nr {
+        if msg.cpus_allowed.get(cpu / 64).is_some_and(|w| w & (1u64 << (cpu % 64)) != 0) {
+            set.set(cpu);
         }
     }
-}
-
-fn allowed(msg: &wakeup_msg, cpu: usize) -> bool {
-    msg.cpus_allowed
-        .get(cpu / 64)
-        .is_some_and(|w| w & (1u64 << (cpu % 64)) != 0)
-}
-
-pub struct Placer {
-    topo: CpuTopology,
-    /// CPUs handed a task in the current batch.
-    claimed: Vec<bool>,
-}
-
-impl Placer {
-    pub fn new(topo: CpuTopology) -> Placer {
-        let n = topo.nr_cpus();
-        Placer { topo, claimed: vec![false; n] }
-    }
-
-    pub fn nr_cpus(&self) -> usize {
-        self.topo.nr_cpus()
-    }
-
-    pub fn topology(&self) -> &CpuTopology {
-        &self.topo
-    }
-
-    pub fn begin_batch(&mut self) {
-        self.claimed.iter_mut().for_each(|c| *c = false);
-    }
-
-    fn free_idle(&self, view: &CpuView, msg: &wakeup_msg, cpu: usize) -> bool {
-        self.topo.is_online(cpu) && allowed(msg, cpu) && !self.claimed[cpu] && view.is_idle(cpu)
-    }
-
-    pub fn place(&mut self, msg: &wakeup_msg, view: &CpuView) -> (i32, Reason) {
-        let prev = msg.prev_cpu.max(0) as usize;
-        let (cpu, reason) = if self.free_idle(view, msg, prev) {
-            (prev, Reason::PrevIdle)
-        } else if let Some(c) = self.idle_in_llc(view, msg, prev) {
-            (c, Reason::LlcIdle)
-        } else if self.topo.is_online(prev) && allowed(msg, prev) {
-            (prev, Reason::PrevBusy)
-        } else {
-            match (0..self.nr_cpus()).find(|&c| self.topo.is_online(c) && allowed(msg, c)) {
-                Some(c) => (c, Reason::FirstAllowed),
-                // Nothing we know is allowed: BPF keeps it on its own CPU.
-                None => (prev, Reason::FirstAllowed),
-            }
-        };
-        if cpu < self.claimed.len() {
-            self.claimed[cpu] = true;
-        }
-        (cpu as i32, reason)
-    }
-
-    fn idle_in_llc(&self, view: &CpuView, msg: &wakeup_msg, prev: usize) -> Option<usize> {
-        let llc = *self.topo.llc_of.get(prev)?;
-        let cpus = self.topo.llc_cpus.get(llc)?;
-        let start = cpus.iter().position(|&c| c == prev).unwrap_or(0);
-        (0..cpus.len())
-            .map(|i| cpus[(start + i) % cpus.len()])
-            .find(|&c| c != prev && self.free_idle(view, msg, c))
-    }
+    set
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::bpf_intf::{waker_context_WAKER_TASK as WAKER_TASK, wakeup_msg_flags_WL_MSG_SELECTED};
 
-    /// 2 nodes x 1 LLC x 2 cores x 2 threads: cpus 0-3 node 0, 4-7 node 1.
-    fn topo8() -> CpuTopology {
-        let rows: Vec<_> = (0..8).map(|c| (c, c / 2, c / 4, c / 4)).collect();
-        CpuTopology::from_rows(&rows)
-    }
-
-    fn msg(prev: i32, allowed: &[usize]) -> wakeup_msg {
+    fn msg(pid: i32, prev: i32, waker_cpu: i32, sync: bool, ctx: u32, waker_runnable: u32) -> wakeup_msg {
         // SAFETY: wakeup_msg is plain integers; all-zero is a valid value.
         let mut m: wakeup_msg = unsafe { std::mem::zeroed() };
+        m.pid = pid;
         m.prev_cpu = prev;
-        for &c in allowed {
-            m.cpus_allowed[c / 64] |= 1 << (c % 64);
-        }
+        m.task_cpu = prev;
+        m.waker_cpu = waker_cpu;
+        m.waker_pid = 1000;
+        m.waker_context = ctx;
+        m.waker_nr_runnable = waker_runnable;
+        m.flags = wakeup_msg_flags_WL_MSG_SELECTED | WL_MSG_WAKEUP;
+        m.wake_flags = 0x08 | if sync { 0x10 } else { 0 };
+        m.weight = 100;
+        m.select_ns = 1_000_000_000;
+        m.cpus_allowed = [u64::MAX; 16];
         m
     }
 
-    fn states(idle: &[usize]) -> Vec<cpu_state> {
+    fn states(busy: &[usize]) -> Vec<cpu_state> {
         (0..8)
             .map(|c| {
                 let mut s = cpu_state::default();
-                s.idle = idle.contains(&c) as u32;
+                s.idle = (!busy.contains(&c)) as u32;
+                s.curr_pid = if busy.contains(&c) { 4000 + c as i32 } else { 0 };
+                s.nr_runnable = busy.contains(&c) as u32;
                 s
             })
             .collect()
     }
 
+    fn placer(preset: &str) -> Placer {
+        let topo = Topology::from_shape(2, 1, 2, 2).unwrap();
+        Placer::new(topo, Config::from_preset(preset).unwrap(), 1, 5_000_000).unwrap()
+    }
+
+    /// Seed 1 live: a sync wake-up from softirq on a node-1 CPU whose only
+    /// task is a hog pulls the wakee across nodes unless the flag is on.
     #[test]
-    fn prev_idle_wins() {
-        let mut p = Placer::new(topo8());
-        let st = states(&[2, 5]);
-        assert_eq!(p.place(&msg(5, &[0, 1, 2, 3, 4, 5, 6, 7]), &CpuView::new(&st)), (5, Reason::PrevIdle));
+    fn softirq_sync_waker_on_hog_cpu_pulls_only_without_barry() {
+        let busy: Vec<usize> = (4..8).collect(); // hogs on node 1
+        for (preset, want_node1) in [("mainline", true), ("mainline+barry", false)] {
+            let mut p = placer(preset);
+            p.begin_batch(&states(&busy), 1_000_000_000);
+            let m = msg(10, 1, 5, true, WAKER_SOFTIRQ, 1);
+            let cpu = p.place(&m).cpu;
+            assert_eq!(cpu >= 4, want_node1, "{preset}: placed on {cpu}");
+        }
     }
 
     #[test]
-    fn idle_cpu_in_prev_llc_scanning_from_prev() {
-        let mut p = Placer::new(topo8());
-        let st = states(&[1, 2, 6]);
-        // prev 4 busy; LLC {4..7}: 6 is idle. CPUs 1, 2 are idle but remote.
-        assert_eq!(p.place(&msg(4, &[0, 1, 2, 3, 4, 5, 6, 7]), &CpuView::new(&st)), (6, Reason::LlcIdle));
-        // The wrap starts at prev: from 3, the scan order is 0, 1, 2.
-        let mut p = Placer::new(topo8());
-        assert_eq!(p.place(&msg(3, &[0, 1, 2, 3]), &CpuView::new(&st)), (1, Reason::LlcIdle));
+    fn a_cpu_running_only_the_agent_is_idle() {
+        let mut st = states(&[]);
+        st[3].idle = 0;
+        st[3].curr_pid = 1; // the agent
+        let mut p = placer("mainline");
+        p.begin_batch(&st, 1);
+        assert!(p.snaps[3].available_idle());
     }
 
     #[test]
-    fn burst_does_not_pile_on_one_idle_cpu() {
-        let mut p = Placer::new(topo8());
-        let st = states(&[6]);
-        let all = [0, 1, 2, 3, 4, 5, 6, 7];
-        p.begin_batch();
-        assert_eq!(p.place(&msg(4, &all), &CpuView::new(&st)).0, 6);
-        assert_eq!(p.place(&msg(4, &all), &CpuView::new(&st)), (4, Reason::PrevBusy));
-        p.begin_batch();
-        assert_eq!(p.place(&msg(4, &all), &CpuView::new(&st)).0, 6);
+    fn placements_in_one_batch_make_the_cpu_busy() {
+        let mut p = placer("mainline");
+        p.begin_batch(&states(&[]), 1);
+        // Wakers on CPU 6 (node 1); both wakees last ran on idle CPU 2.
+        let m = msg(10, 2, 6, false, WAKER_TASK, 1);
+        assert_eq!(p.place(&m).cpu, 2);
+        let mut m2 = msg(11, 2, 6, false, WAKER_TASK, 1);
+        m2.waker_pid = 1001;
+        let second = p.place(&m2).cpu;
+        assert_ne!(second, 2, "second task must not stack on the CPU just given away");
     }
 
     #[test]
-    fn never_leaves_the_allowed_set() {
-        let mut p = Placer::new(topo8());
-        let st = states(&[0, 1, 2, 3, 4, 5, 6, 7]);
-        // prev 1 not allowed (affinity changed), only cpu 7 is.
-        assert_eq!(p.place(&msg(1, &[7]), &CpuView::new(&st)), (7, Reason::FirstAllowed));
-        let mut busy = states(&[]);
-        busy[7].idle = 0;
-        assert_eq!(p.place(&msg(1, &[7]), &CpuView::new(&busy)), (7, Reason::FirstAllowed));
+    fn delayed_sleeper_is_requeued_where_it_sleeps() {
+        let mut p = placer("v6.12");
+        assert!(p.wants_sleep_events());
+        p.begin_batch(&states(&[3]), 1);
+        let mut sleep: wakeup_msg = unsafe { std::mem::zeroed() };
+        sleep.pid = 20;
+        sleep.task_cpu = 3;
+        sleep.exec_runtime = 100_000; // ran 0.1 ms of a 5 ms slice: lag left
+        sleep.enqueue_ns = 2;
+        p.on_sleep(&sleep);
+        assert_eq!(p.snaps[3].nr_delayed, 1);
+        let r = p.place(&msg(20, 3, 0, false, WAKER_TASK, 1));
+        assert_eq!((r.cpu, r.outcome), (3, Outcome::DelayedRequeue));
+        // Without the emulation the engine decides.
+        let mut p = placer("v6.16");
+        p.set("delayed_dequeue", "false").unwrap();
+        assert!(!p.wants_sleep_events());
     }
 
     #[test]
-    fn pending_wakeup_or_queued_task_is_not_idle() {
-        let mut st = states(&[2]);
-        st[2].ttwu_pending = 1;
-        assert!(!CpuView::new(&st).is_idle(2));
-        let mut st = states(&[2]);
-        st[2].dsq_queued = 1;
-        assert!(!CpuView::new(&st).is_idle(2));
-    }
-
-    #[test]
-    fn distances_follow_the_domains() {
-        let t = topo8();
-        assert_eq!(t.distance(0, 0), Distance::SameCpu);
-        assert_eq!(t.distance(0, 1), Distance::SmtSibling);
-        assert_eq!(t.distance(0, 3), Distance::SameLlc);
-        assert_eq!(t.distance(0, 5), Distance::RemoteNode);
+    fn requeue_without_select_stays_on_its_cpu() {
+        let mut p = placer("mainline");
+        p.begin_batch(&states(&[5]), 1);
+        let mut m = msg(30, 5, 0, false, WAKER_TASK, 0);
+        m.flags = 0; // slice expired, no select_cpu, not a wake-up
+        assert_eq!(p.place(&m).cpu, 5);
     }
 }

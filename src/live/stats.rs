@@ -6,24 +6,25 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::bpf_intf::{
-    wakeup_msg, wakeup_msg_flags_WL_MSG_SELECTED as WL_MSG_SELECTED, wakeup_msg_flags_WL_MSG_WAKEUP as WL_MSG_WAKEUP,
-};
+use scx_wakelab::policy::Counters;
+
 use super::bpf_skel::types::bss;
-use super::placement::{CpuTopology, Distance, Reason};
 
 pub const LAT_BUCKETS: usize = 40;
 
 /// Declares LiveMetrics from its counter names, once, with `delta`.
 macro_rules! live_metrics {
     ($($(#[$doc:meta])* $field:ident),* $(,)?) => {
-        #[derive(Clone, Debug, Default, Serialize)]
+        #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+        #[serde(default)]
         pub struct LiveMetrics {
             $($(#[$doc])* pub $field: u64,)*
             /// log2 buckets (ns) of enqueue -> running on the chosen CPU.
             pub enqueue_to_run_hist: Vec<u64>,
+            /// The placement engine's counters (schedstat names).
+            pub policy: Counters,
         }
 
         impl LiveMetrics {
@@ -37,6 +38,7 @@ macro_rules! live_metrics {
                         .enumerate()
                         .map(|(i, n)| n.saturating_sub(old.enqueue_to_run_hist.get(i).copied().unwrap_or(0)))
                         .collect(),
+                    policy: self.policy.diff(&old.policy),
                 }
             }
         }
@@ -46,23 +48,18 @@ macro_rules! live_metrics {
 live_metrics! {
     /// Placements the agent decided.
     nr_decisions,
-    /// ... of which wake-ups (SCX_ENQ_WAKEUP), and with a select_cpu context.
-    nr_wakeups,
-    nr_wakeups_with_select,
-    placed_prev_idle,
-    placed_llc_idle,
-    placed_prev_busy,
-    placed_first_allowed,
-    /// Placements away from prev (schedstat name), by distance.
-    nr_wakeups_migrate,
-    moved_smt,
-    moved_llc,
-    moved_node,
-    moved_remote_node,
+    /// Still-delayed sleepers woken and requeued in place (no placement).
+    delayed_requeues,
+    /// Sleep events received (delayed-dequeue emulation).
+    sleep_events,
     /// Times the decision ring had no room (decisions kept for later).
     decision_ring_full,
+    /// Runtime flag changes applied.
+    config_changes,
     // Copied from BPF's .bss (bpf/main.bpf.c documents each).
     nr_queued_to_agent,
+    nr_sleep_msgs,
+    nr_sleep_msgs_dropped,
     nr_agent_dispatches,
     nr_direct_dispatches,
     nr_ring_full_fallbacks,
@@ -79,32 +76,10 @@ live_metrics! {
 }
 
 impl LiveMetrics {
-    pub fn count_decision(&mut self, reason: Reason, msg: &wakeup_msg, cpu: i32, topo: &CpuTopology) {
-        self.nr_decisions += 1;
-        if msg.flags & WL_MSG_WAKEUP != 0 {
-            self.nr_wakeups += 1;
-        }
-        if msg.flags & WL_MSG_SELECTED != 0 {
-            self.nr_wakeups_with_select += 1;
-        }
-        match reason {
-            Reason::PrevIdle => self.placed_prev_idle += 1,
-            Reason::LlcIdle => self.placed_llc_idle += 1,
-            Reason::PrevBusy => self.placed_prev_busy += 1,
-            Reason::FirstAllowed => self.placed_first_allowed += 1,
-        }
-        let (from, to) = (msg.prev_cpu.max(0) as usize, cpu.max(0) as usize);
-        let d = topo.distance(from, to);
-        if d != Distance::SameCpu {
-            self.nr_wakeups_migrate += 1;
-        }
-        match d {
-            Distance::SameCpu => {}
-            Distance::SmtSibling => self.moved_smt += 1,
-            Distance::SameLlc => self.moved_llc += 1,
-            Distance::SameNode => self.moved_node += 1,
-            Distance::RemoteNode => self.moved_remote_node += 1,
-        }
+    /// From the JSON a running instance sends (`stats`); unknown or missing
+    /// fields are tolerated so that client and server versions may differ.
+    pub fn from_json(v: &serde_json::Value) -> LiveMetrics {
+        serde_json::from_value(v.clone()).unwrap_or_default()
     }
 
     pub fn absorb_bpf(&mut self, b: &bss) {
@@ -116,6 +91,8 @@ impl LiveMetrics {
             };
         }
         rd!(nr_queued_to_agent);
+        rd!(nr_sleep_msgs);
+        rd!(nr_sleep_msgs_dropped);
         rd!(nr_agent_dispatches);
         rd!(nr_direct_dispatches);
         rd!(nr_ring_full_fallbacks);
@@ -163,26 +140,45 @@ impl LiveMetrics {
                 .map(|ns| format!("{:.0}us", ns as f64 / 1000.0))
                 .unwrap_or_else(|| "-".into())
         };
+        let p = &self.policy;
         let _ = writeln!(
             s,
-            "decisions {:>7} ({:.0}/s) wakeups {:>7} with_select {:>5.1}% | prev_idle {} llc_idle {} prev_busy {} other {}",
+            "decisions {:>7} ({:.0}/s) | nr_wakeups {} sync {} affine {}/{} ({:.1}%) migrate {} local {} remote {} | delayed_requeue {}",
             self.nr_decisions,
             rate(self.nr_decisions),
-            self.nr_wakeups,
-            pct(self.nr_wakeups_with_select, self.nr_wakeups),
-            self.placed_prev_idle,
-            self.placed_llc_idle,
-            self.placed_prev_busy,
-            self.placed_first_allowed
+            p.nr_wakeups,
+            p.nr_wakeups_sync,
+            p.nr_wakeups_affine,
+            p.nr_wakeups_affine_attempts,
+            pct(p.nr_wakeups_affine, p.nr_wakeups_affine_attempts),
+            p.nr_wakeups_migrate,
+            p.nr_wakeups_local,
+            p.nr_wakeups_remote,
+            self.delayed_requeues
         );
         let _ = writeln!(
             s,
-            "nr_wakeups_migrate {} (smt {} llc {} node {} remote_node {}) | waker ctx task {} softirq {} hardirq {}",
-            self.nr_wakeups_migrate,
-            self.moved_smt,
-            self.moved_llc,
-            self.moved_node,
-            self.moved_remote_node,
+            "moved: same_cpu {} smt {} llc {} node {} remote_node {} | sis: search {} scanned {} recent_used hit {} miss {} idle_core {} candidate {} smt_prev {}",
+            p.same_cpu,
+            p.smt_sibling,
+            p.same_llc,
+            p.same_node,
+            p.remote_node,
+            p.sis_search,
+            p.sis_scanned,
+            p.sis_recent_used_hit,
+            p.sis_recent_used_miss,
+            p.sis_idle_core_hit,
+            p.sis_idle_candidate_hit,
+            p.sis_smt_prev_hit
+        );
+        let _ = writeln!(
+            s,
+            "seeds: sync_pull_rejected_irq_waker {} sync_pull_by_irq_waker {} sync_blocked_by_delayed {} sync_delayed_excluded {} | waker ctx task {} softirq {} hardirq {}",
+            p.sync_pull_rejected_irq_waker,
+            p.sync_pull_by_irq_waker,
+            p.sync_shortcut_blocked_by_delayed,
+            p.sync_shortcut_delayed_excluded,
             self.nr_select_task_ctx,
             self.nr_select_softirq_ctx,
             self.nr_select_hardirq_ctx
@@ -214,15 +210,18 @@ mod tests {
     fn delta_subtracts_counters_and_histogram() {
         let mut a = LiveMetrics::default();
         a.nr_decisions = 10;
-        a.moved_llc = 4;
+        a.config_changes = 4;
+        a.policy.nr_wakeups_affine = 7;
         a.enqueue_to_run_hist = vec![1, 5, 0];
         let mut b = a.clone();
         b.nr_decisions = 25;
-        b.moved_llc = 4;
+        b.config_changes = 4;
+        b.policy.nr_wakeups_affine = 9;
         b.enqueue_to_run_hist = vec![3, 6, 2];
         let d = b.delta(&a);
         assert_eq!(d.nr_decisions, 15);
-        assert_eq!(d.moved_llc, 0);
+        assert_eq!(d.config_changes, 0);
+        assert_eq!(d.policy.nr_wakeups_affine, 2);
         assert_eq!(d.enqueue_to_run_hist, vec![2, 1, 2]);
     }
 
