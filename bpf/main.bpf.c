@@ -101,6 +101,14 @@ volatile u64 nr_any_cpu_decisions;
 volatile u64 nr_enqueue_without_select;
 /* Wake-up contexts seen in ops.select_cpu(). */
 volatile u64 nr_select_task_ctx, nr_select_softirq_ctx, nr_select_hardirq_ctx;
+/*
+ * Newly-idle pulls (the sched_ext form of fair.c's newidle balance): a CPU
+ * with nothing to run took a task queued for another CPU; skipped because a
+ * wake-up was pending for it (seed 2); pulled although one was pending (flag
+ * off); found nothing to pull.
+ */
+volatile u64 nr_newidle_pulls, nr_newidle_skipped_pending,
+	     nr_newidle_pull_despite_pending, nr_newidle_nothing;
 /* Times the heartbeat had to wake the agent. */
 volatile u64 nr_heartbeat_kicks;
 
@@ -120,6 +128,23 @@ volatile u64 nr_ring_msgs;
 volatile u64 agent_consumed;
 /* Written by the agent: send WL_MSG_SLEEP events (delayed-dequeue emulation). */
 volatile u32 report_sleeps;
+/*
+ * Newly-idle pull policy, written by the agent from its engine config: pull
+ * at all, and skip the pull while a wake-up is pending for the CPU (seed 2,
+ * Rik van Riel, e5e678e4). The pull itself must happen here, at the moment
+ * the CPU runs out of work: a round trip to the agent would leave it idle.
+ */
+volatile u32 newidle_pull = 1;
+volatile u32 newidle_skip_pending = 1;
+/* The agent's topology: LLC and node of each CPU, for the pull order. */
+volatile u32 cpu_llc[WL_MAX_CPUS];
+volatile u32 cpu_node[WL_MAX_CPUS];
+/*
+ * Decisions the agent has made for each CPU that this program has not
+ * applied yet: the agent adds, apply_decision() subtracts. With
+ * rq->ttwu_pending, what "a wake-up is pending for this CPU" means here.
+ */
+volatile u32 inflight[WL_MAX_CPUS];
 volatile u64 agent_backlog;
 volatile u64 agent_last_run_ns;
 volatile s32 agent_cpu;
@@ -279,6 +304,29 @@ static u32 log2_bucket(u64 v)
 	return b;
 }
 
+/*
+ * The agent is stalled when messages wait for it and it has not consumed
+ * any for agent_stall_ns. Progress, not scheduling, is what counts: under
+ * load the agent may run for seconds without a new ops.running() (its slice
+ * is refilled while it has work).
+ */
+static u64 seen_consumed, last_progress_ns;
+
+static bool agent_stalled(u64 now)
+{
+	u64 consumed = agent_consumed;
+
+	if (consumed != seen_consumed) {
+		seen_consumed = consumed;
+		last_progress_ns = now;
+		return false;
+	}
+	if (agent_last_run_ns > last_progress_ns)
+		last_progress_ns = agent_last_run_ns;
+	return nr_ring_msgs != consumed && last_progress_ns &&
+	       now - last_progress_ns > agent_stall_ns;
+}
+
 static bool agent_has_work(void)
 {
 	if (agent_needed || agent_backlog)
@@ -384,8 +432,7 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 	 * The agent has not run for long while tasks wait for it (stopped,
 	 * starved, dying): don't make things worse, run the task without it.
 	 */
-	if (agent_last_run_ns && nr_ring_msgs != agent_consumed &&
-	    now - agent_last_run_ns > agent_stall_ns) {
+	if (agent_stalled(now)) {
 		__sync_fetch_and_add(&nr_agent_stall_fallbacks, 1);
 		tctx->select_valid = 0;
 		dispatch_fallback(p, enq_flags);
@@ -514,6 +561,15 @@ static long apply_decision(struct bpf_dynptr *dynptr, void *context)
 	if (!d)
 		return 0;
 
+	/* Whatever happens to it below, this decision is no longer in flight. */
+	cpu = d->cpu;
+	if (cpu >= 0 && cpu < WL_MAX_CPUS) {
+		volatile u32 *pending = MEMBER_VPTR(inflight, [cpu]);
+
+		if (pending && *pending)
+			__sync_fetch_and_sub(pending, 1);
+	}
+
 	p = bpf_task_from_pid(d->pid);
 	if (!p) {
 		__sync_fetch_and_add(&nr_decisions_task_gone, 1);
@@ -573,6 +629,67 @@ out:
 	return scx_bpf_dispatch_nr_slots() ? 0 : 1;
 }
 
+/* The CPU other than @cpu whose DSQ holds most tasks, in @cpu's LLC
+ * (@same_llc) or in its node otherwise; -1 if none has any. */
+static s32 busiest_queue(s32 cpu, bool same_llc)
+{
+	u32 my_llc, my_node, best = 0;
+	s32 i, src = -1;
+
+	if (cpu < 0 || cpu >= WL_MAX_CPUS)
+		return -1;
+	my_llc = cpu_llc[cpu];
+	my_node = cpu_node[cpu];
+	bpf_for(i, 0, nr_cpu_ids) {
+		u32 n;
+
+		if (i == cpu || i >= WL_MAX_CPUS)
+			continue;
+		if (same_llc ? cpu_llc[i] != my_llc :
+			       (cpu_node[i] != my_node || cpu_llc[i] == my_llc))
+			continue;
+		n = scx_bpf_dsq_nr_queued(i);
+		if (n > best) {
+			best = n;
+			src = i;
+		}
+	}
+	return src;
+}
+
+/*
+ * @cpu has nothing to run: the analogue of fair.c's newidle balance. Pull a
+ * task queued for the busiest CPU of our LLC, else of our node, unless a
+ * wake-up is already on its way here and the agent's config says to skip
+ * then (seed 2: "There is a task waiting to run. No need to search for
+ * one."). Returns true if a task was pulled.
+ */
+static bool newidle_balance(s32 cpu)
+{
+	struct rq *rq = bpf_per_cpu_ptr(&runqueues, cpu);
+	volatile u32 *pending = MEMBER_VPTR(inflight, [cpu]);
+	bool wakeup_pending = (rq && rq->ttwu_pending) || (pending && *pending);
+	s32 src;
+
+	if (!newidle_pull)
+		return false;
+	if (wakeup_pending && newidle_skip_pending) {
+		__sync_fetch_and_add(&nr_newidle_skipped_pending, 1);
+		return false;
+	}
+	src = busiest_queue(cpu, true);
+	if (src < 0)
+		src = busiest_queue(cpu, false);
+	if (src >= 0 && scx_bpf_dsq_move_to_local(src, 0)) {
+		__sync_fetch_and_add(&nr_newidle_pulls, 1);
+		if (wakeup_pending)
+			__sync_fetch_and_add(&nr_newidle_pull_despite_pending, 1);
+		return true;
+	}
+	__sync_fetch_and_add(&nr_newidle_nothing, 1);
+	return false;
+}
+
 void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
 {
 	u64 now = scx_bpf_now();
@@ -603,8 +720,13 @@ void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
 	 * agent only while it has work, or it would spin.
 	 */
 	if (prev && (prev->scx.flags & SCX_TASK_QUEUED) &&
-	    (!is_agent(prev) || agent_has_work()))
+	    (!is_agent(prev) || agent_has_work())) {
 		scx_bpf_task_set_slice(prev, slice_ns);
+		return;
+	}
+
+	/* The CPU is about to go idle. */
+	newidle_balance(cpu);
 }
 
 void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::mem::{MaybeUninit, size_of};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -148,8 +148,15 @@ impl<'a> Agent<'a> {
         }
 
         if let Some(bss) = skel.maps.bss_data.as_mut() {
-            bss.report_sleeps = placer.wants_sleep_events() as u32;
+            let topo = placer.engine().topology();
+            for cpu in 0..topo.nr_cpus().min(bss.cpu_llc.len()) {
+                if let Some(d) = topo.desc(cpu) {
+                    bss.cpu_llc[cpu] = d.llc;
+                    bss.cpu_node[cpu] = d.node;
+                }
+            }
         }
+        push_policy_to_bpf(&mut skel, &placer);
         info!(
             "scx_wakelab loaded: {} CPUs, slice {} us, {} mode",
             placer.nr_cpus(),
@@ -217,6 +224,13 @@ impl<'a> Agent<'a> {
             if placed.outcome == Outcome::DelayedRequeue {
                 self.local.delayed_requeues += 1;
             }
+            // In flight until BPF applies it: a newly-idle CPU with
+            // decisions on their way skips its pull (seed 2).
+            if let Some(slot) = bss.inflight.get_mut(placed.cpu) {
+                // SAFETY: BPF decrements this u32 with atomic ops; ours
+                // must be atomic too. The .bss mapping is 4-byte aligned.
+                unsafe { AtomicU32::from_ptr(slot as *mut u32) }.fetch_add(1, Ordering::Relaxed);
+            }
             self.backlog.push_back(decision_msg {
                 pid: msg.pid,
                 cpu: placed.cpu as i32,
@@ -268,9 +282,7 @@ impl<'a> Agent<'a> {
             };
             req.respond(reply, self.placer.engine().config().clone());
         }
-        if let Some(bss) = self.skel.maps.bss_data.as_mut() {
-            bss.report_sleeps = self.placer.wants_sleep_events() as u32;
-        }
+        push_policy_to_bpf(&mut self.skel, &self.placer);
     }
 
     /// Copy counters for the stats thread. try_lock: the scheduling thread
@@ -287,6 +299,16 @@ impl<'a> Agent<'a> {
             *m = self.local.clone();
             self.last_publish = Instant::now();
         }
+    }
+}
+
+/// The parts of the policy that BPF carries out itself.
+fn push_policy_to_bpf(skel: &mut BpfSkel, placer: &Placer) {
+    if let Some(bss) = skel.maps.bss_data.as_mut() {
+        bss.report_sleeps = placer.wants_sleep_events() as u32;
+    }
+    if let Some(data) = skel.maps.data_data.as_mut() {
+        data.newidle_skip_pending = placer.engine().config().newidle_skip_pending_wakeup as u32;
     }
 }
 

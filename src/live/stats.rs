@@ -73,6 +73,10 @@ live_metrics! {
     nr_select_softirq_ctx,
     nr_select_hardirq_ctx,
     nr_heartbeat_kicks,
+    nr_newidle_pulls,
+    nr_newidle_skipped_pending,
+    nr_newidle_pull_despite_pending,
+    nr_newidle_nothing,
 }
 
 impl LiveMetrics {
@@ -106,6 +110,10 @@ impl LiveMetrics {
         rd!(nr_select_softirq_ctx);
         rd!(nr_select_hardirq_ctx);
         rd!(nr_heartbeat_kicks);
+        rd!(nr_newidle_pulls);
+        rd!(nr_newidle_skipped_pending);
+        rd!(nr_newidle_pull_despite_pending);
+        rd!(nr_newidle_nothing);
         self.enqueue_to_run_hist.resize(LAT_BUCKETS, 0);
         for (i, v) in self.enqueue_to_run_hist.iter_mut().enumerate() {
             *v = unsafe { std::ptr::read_volatile(&b.enqueue_to_run_hist[i]) };
@@ -174,11 +182,14 @@ impl LiveMetrics {
         );
         let _ = writeln!(
             s,
-            "seeds: sync_pull_rejected_irq_waker {} sync_pull_by_irq_waker {} sync_blocked_by_delayed {} sync_delayed_excluded {} | waker ctx task {} softirq {} hardirq {}",
+            "seeds: sync_pull_rejected_irq_waker {} sync_pull_by_irq_waker {} sync_blocked_by_delayed {} sync_delayed_excluded {} newidle pulls {} skipped_pending {} despite_pending {} | waker ctx task {} softirq {} hardirq {}",
             p.sync_pull_rejected_irq_waker,
             p.sync_pull_by_irq_waker,
             p.sync_shortcut_blocked_by_delayed,
             p.sync_shortcut_delayed_excluded,
+            self.nr_newidle_pulls,
+            self.nr_newidle_skipped_pending,
+            self.nr_newidle_pull_despite_pending,
             self.nr_select_task_ctx,
             self.nr_select_softirq_ctx,
             self.nr_select_hardirq_ctx
