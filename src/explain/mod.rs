@@ -1165,7 +1165,7 @@ mod tests {
         for i in 0..40u64 {
             let cpus: Vec<CpuSnapshot> = (0..n)
                 .map(|c| {
-                    if (c as u64 + i) % 3 == 0 {
+                    if (c as u64 + i).is_multiple_of(3) {
                         CpuSnapshot::idle()
                     } else {
                         CpuSnapshot::busy(1 + (c as u32 + i as u32) % 2)

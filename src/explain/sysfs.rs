@@ -18,10 +18,10 @@ static PREFIX_IN_USE: Mutex<Option<PathBuf>> = Mutex::new(None);
 /// the prefix scx_utils wants (the directory holding `sys/`).
 fn prefix_of(dir: &Path) -> Result<PathBuf, String> {
     if dir.join("devices/system/cpu").is_dir() {
-        if let Some(parent) = dir.parent() {
-            if dir.file_name().is_some_and(|n| n == "sys") {
-                return Ok(parent.to_path_buf());
-            }
+        if let Some(parent) = dir.parent()
+            && dir.file_name().is_some_and(|n| n == "sys")
+        {
+            return Ok(parent.to_path_buf());
         }
         return Err(format!(
             "{}: a sysfs tree must live in a directory named 'sys'",

@@ -263,7 +263,8 @@ pub fn render_table(reports: &[SimReport]) -> String {
         first.sim_ms,
         if first.finished { " (finished)" } else { "" }
     );
-    let rows: Vec<(&str, Box<dyn Fn(&SimReport) -> String>)> = vec![
+    type Row = (&'static str, Box<dyn Fn(&SimReport) -> String>);
+    let rows: Vec<Row> = vec![
         ("policy", Box::new(|r: &SimReport| r.policy.clone())),
         ("events", Box::new(|r: &SimReport| r.events.to_string())),
         (
@@ -374,7 +375,7 @@ pub fn render_table(reports: &[SimReport]) -> String {
     cells.push(header);
     for (name, f) in &rows {
         let mut row = vec![name.to_string()];
-        row.extend(reports.iter().map(|r| f(r)));
+        row.extend(reports.iter().map(f));
         cells.push(row);
     }
     let cols = cells[0].len();

@@ -405,6 +405,8 @@ impl World {
         self.engine.sync_idle_core_hints(&self.snaps);
     }
 
+    // `runnable` gets one entry per task, pushed where the task is added.
+    #[allow(clippy::same_item_push)]
     fn build_workload(&mut self, w: &Workload) -> Result<(), String> {
         let n = self.topo.nr_cpus();
         let all = CpuSet::first_n(n);
