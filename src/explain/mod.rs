@@ -809,12 +809,18 @@ impl ExplainReport {
             ("wakeup", Some(d)) => {
                 let _ = writeln!(
                     o,
-                    "decision: CPU {} (prev {}, waker cpu {}: {:?}); path {:?}{}",
+                    "decision: CPU {} (from prev {}: {}; waker cpu {}); path {}{}",
                     self.cpu,
                     d.prev_cpu,
+                    serde_json::to_value(self.migration.unwrap_or(Distance::SameCpu))
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
                     d.waker_cpu,
-                    self.migration.unwrap_or(Distance::SameCpu),
-                    d.path,
+                    serde_json::to_value(d.path)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
                     d.affine_domain
                         .map(|l| format!(", affine domain {}", l.name()))
                         .unwrap_or_default()
