@@ -43,6 +43,11 @@ struct Opts {
     #[arg(long, value_name = "PATH", default_value = live::control::DEFAULT_SOCKET)]
     socket: std::path::PathBuf,
 
+    /// Record every placement decision (inputs, rule chain, CPU) as JSON
+    /// lines in FILE, for `scx_wakelab explain --trace FILE` to replay.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
+
     /// More logging (libbpf's messages, the verifier log on load failures).
     #[arg(short = 'v', long)]
     verbose: bool,
@@ -159,7 +164,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match live::run_scheduler(cfg, policy, opts.stats, &opts.socket) {
+    match live::run_scheduler(cfg, policy, opts.stats, &opts.socket, opts.trace.as_deref()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -294,6 +294,7 @@ impl<'a> Agent<'a> {
         let Some(bss) = self.skel.maps.bss_data.as_ref() else { return };
         self.local.absorb_bpf(bss);
         self.local.policy = *self.placer.engine().counters();
+        self.local.trace_dropped = self.placer.trace_dropped;
         let guard = if force { self.metrics.lock().ok() } else { self.metrics.try_lock().ok() };
         if let Some(mut m) = guard {
             *m = self.local.clone();

@@ -33,6 +33,7 @@ pub fn run_scheduler(
     policy: Config,
     stats_interval: Option<f64>,
     socket: &Path,
+    trace: Option<&Path>,
 ) -> Result<()> {
     env_checks::check_can_load(Path::new("/sys"), unsafe { libc::geteuid() })?;
 
@@ -54,11 +55,16 @@ pub fn run_scheduler(
         shutdown.clone(),
     )?;
 
+    let tracer = trace.map(spawn_trace_writer).transpose()?;
+
     let started = Instant::now();
     let result = loop {
         let topo = scx_utils::Topology::new().context("reading the CPU topology from sysfs")?;
         let policy = config.lock().map(|c| c.clone()).unwrap_or_default();
-        let placer = Placer::new(topology_from_scx(&topo)?, policy, unsafe { libc::gettid() }, cfg.slice_ns)?;
+        let mut placer = Placer::new(topology_from_scx(&topo)?, policy, unsafe { libc::gettid() }, cfg.slice_ns)?;
+        if let Some((tx, _)) = &tracer {
+            placer.set_trace(tx.clone());
+        }
         let mut open_object = MaybeUninit::uninit();
         let mut agent = Agent::init(&cfg, placer, &mut open_object, metrics.clone(), queue.clone())?;
         let exit = agent.run(&shutdown);
@@ -77,6 +83,14 @@ pub fn run_scheduler(
         let _ = h.join();
     }
     let _ = server.join();
+    if let Some((tx, writer)) = tracer {
+        drop(tx);
+        match writer.join() {
+            Ok(Ok(n)) => info!("trace: {n} decisions written"),
+            Ok(Err(e)) => log::warn!("trace: {e:#}"),
+            Err(_) => log::warn!("trace writer failed"),
+        }
+    }
     let total = metrics.lock().map(|m| m.clone()).unwrap_or_default();
     info!(
         "exit report after {:.1}s:\n{}",
@@ -156,4 +170,32 @@ pub fn client_stats(json: bool, monitor: Option<f64>, socket: &Path) -> Result<(
         }
         prev = now;
     }
+}
+
+/// The trace file's writer thread: JSON lines, one decision each, readable
+/// by `scx_wakelab explain --trace FILE`. The scheduling thread hands records
+/// over through a bounded channel and never waits for the disk.
+fn spawn_trace_writer(
+    path: &Path,
+) -> Result<(
+    std::sync::mpsc::SyncSender<scx_wakelab::explain::TraceRecord>,
+    std::thread::JoinHandle<Result<u64>>,
+)> {
+    use std::io::Write;
+    let file = std::fs::File::create(path).with_context(|| format!("creating the trace file {}", path.display()))?;
+    // Bounded small: the channel's slots come out of the agent's fixed
+    // 64 MiB heap (rustland_core's allocator), and each record is ~1 KiB
+    // plus what it points to.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<scx_wakelab::explain::TraceRecord>(2048);
+    let h = std::thread::spawn(move || -> Result<u64> {
+        let mut out = std::io::BufWriter::new(file);
+        let mut n = 0;
+        for rec in rx {
+            writeln!(out, "{}", rec.to_json_line())?;
+            n += 1;
+        }
+        out.flush()?;
+        Ok(n)
+    });
+    Ok((tx, h))
 }

@@ -17,6 +17,9 @@
 //! avg_idle, delayed dequeue) is kept here, per task and per CPU.
 
 use std::collections::HashMap;
+use std::sync::mpsc::SyncSender;
+
+use scx_wakelab::explain::TraceRecord;
 
 use crate::live::bpf_intf::{
     waker_context_WAKER_HARDIRQ as WAKER_HARDIRQ, waker_context_WAKER_NMI as WAKER_NMI,
@@ -48,9 +51,7 @@ pub enum Outcome {
 
 pub struct Placement {
     pub cpu: usize,
-    pub prev_cpu: usize,
     pub outcome: Outcome,
-    pub decision: Option<scx_wakelab::policy::Decision>,
 }
 
 /// The policy topology of this machine, from sysfs through scx_utils.
@@ -101,6 +102,10 @@ pub struct Placer {
     last_idle_sample: Vec<u64>,
     delayed: DelayedDequeue,
     last_sweep_ns: u64,
+    /// Trace mode: every engine decision with its inputs, to a writer
+    /// thread; records the channel has no room for are dropped and counted.
+    trace: Option<SyncSender<TraceRecord>>,
+    pub trace_dropped: u64,
 }
 
 impl Placer {
@@ -119,7 +124,14 @@ impl Placer {
             last_idle_sample: vec![0; n],
             delayed,
             last_sweep_ns: 0,
+            trace: None,
+            trace_dropped: 0,
         })
+    }
+
+    /// Record every decision's inputs, rule chain and result (`--trace`).
+    pub fn set_trace(&mut self, tx: SyncSender<TraceRecord>) {
+        self.trace = Some(tx);
     }
 
     pub fn nr_cpus(&self) -> usize {
@@ -214,7 +226,7 @@ impl Placer {
         if msg.flags & WL_MSG_WAKEUP != 0 {
             if let Some(cpu) = self.delayed.on_wake(pid) {
                 self.take_slot(cpu);
-                return Placement { cpu, prev_cpu: prev, outcome: Outcome::DelayedRequeue, decision: None };
+                return Placement { cpu, outcome: Outcome::DelayedRequeue };
             }
         }
 
@@ -251,7 +263,15 @@ impl Placer {
             s.ttwu_pending = msg.waker_ttwu_pending != 0;
             s.load = msg.waker_nr_runnable as u64 * NICE_0_LOAD;
         }
+        // Trace mode copies the inputs before the engine updates them.
+        let before = self.trace.as_ref().map(|_| (task, wake.clone(), self.engine.llc_states().to_vec()));
         let d = self.engine.select_cpu(&self.snaps, &mut task, &mut wake);
+        if let (Some(tx), Some((t0, w0, llc0))) = (&self.trace, before) {
+            let rec = TraceRecord::new(self.engine.topology(), self.engine.config(), &llc0, &self.snaps, &t0, &w0, &d);
+            if tx.try_send(rec).is_err() {
+                self.trace_dropped += 1;
+            }
+        }
         if let (Some(s), Some(saved)) = (self.snaps.get_mut(waker_cpu), saved) {
             *s = saved;
         }
@@ -261,7 +281,7 @@ impl Placer {
         }
         self.store(&task, now);
         self.take_slot(d.cpu);
-        Placement { cpu: d.cpu, prev_cpu: prev, outcome: Outcome::Engine, decision: Some(d) }
+        Placement { cpu: d.cpu, outcome: Outcome::Engine }
     }
 
     fn task_state(&self, pid: u32, prev: usize, _now: u64) -> TaskState {

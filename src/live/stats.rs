@@ -56,6 +56,8 @@ live_metrics! {
     decision_ring_full,
     /// Runtime flag changes applied.
     config_changes,
+    /// Trace records lost because the writer fell behind (--trace).
+    trace_dropped,
     // Copied from BPF's .bss (bpf/main.bpf.c documents each).
     nr_queued_to_agent,
     nr_sleep_msgs,
