@@ -148,6 +148,14 @@ fn main() -> ExitCode {
             }
         };
     }
+    // Bad policy flags are argument errors too: one line, before anything else.
+    let policy = match opts.policy.to_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     info!("scx_wakelab {} options: {:?}", env!("CARGO_PKG_VERSION"), opts);
 
     let cfg = live::agent::AgentConfig {
@@ -156,13 +164,6 @@ fn main() -> ExitCode {
         exit_dump_len: opts.exit_dump_len,
         break_verifier: opts.debug_break_verifier,
         open_opts: opts.libbpf.clone().into_bpf_open_opts(),
-    };
-    let policy = match opts.policy.to_config() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
     };
     match live::run_scheduler(cfg, policy, opts.stats, &opts.socket, opts.trace.as_deref()) {
         Ok(()) => ExitCode::SUCCESS,
