@@ -1,34 +1,10 @@
-//! Helpers shared by the policy's test modules: scenario builders and a tiny deterministic
-//! random generator (xorshift64*, no crates).
+//! Helpers shared by the policy's test modules: scenario builders, and the simulator's
+//! deterministic random generator.
 
 use super::*;
 
-/// xorshift64* (Vigna): small, fast, deterministic; good enough to explore input spaces.
-pub struct XorShift(u64);
-
-impl XorShift {
-    pub fn new(seed: u64) -> Self {
-        XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len() as u64) as usize]
-    }
-}
+/// The simulator's deterministic generator serves the property tests too.
+pub use crate::sim::rng::XorShift;
 
 pub fn shape(nodes: usize, llcs: usize, cores: usize, threads: usize) -> Topology {
     Topology::from_shape(nodes, llcs, cores, threads).unwrap()

@@ -25,6 +25,16 @@ impl XorShift {
         if n == 0 { 0 } else { self.next_u64() % n }
     }
 
+    /// True with probability `percent`/100.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    /// A uniformly chosen element of a non-empty slice.
+    pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len() as u64) as usize]
+    }
+
     /// `base` ± `pct` percent, uniformly; at least 1.
     pub fn jitter(&mut self, base: u64, pct: u64) -> u64 {
         if pct == 0 || base == 0 {
