@@ -17,15 +17,16 @@ if wait_state enabled 20; then pass state_enabled_after_load; else fail state_en
 OPS=$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)
 case "$OPS" in wakelab*) pass root_ops_names_us ;; *) fail root_ops_names_us "root/ops is '$OPS'" ;; esac
 
-check hackbench_pipes hackbench -p -g 4 -l 200
-check hackbench_sockets hackbench -g 4 -l 200
-
-# A second instance must refuse, naming the running one.
+# A second instance must refuse, naming the running one (checked first,
+# while the first instance is surely still loaded).
 # Bounded: if it wrongly loaded, it must not hang the suite.
 /usr/local/bin/timeout 20 scx_wakelab >/tmp/second.log 2>&1
 RC=$?
 if [ $RC -ne 0 ] && grep -q 'already running' /tmp/second.log; then pass error_another_scheduler_running
 else fail error_another_scheduler_running "rc=$RC: $(head -c 300 /tmp/second.log)"; fi
+
+check hackbench_pipes hackbench -p -g 4 -l 200
+check hackbench_sockets hackbench -g 4 -l 200
 
 wait $STRESS
 RC=$?
