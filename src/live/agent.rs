@@ -163,7 +163,6 @@ impl<'a> Agent<'a> {
             cfg.slice_ns / 1000,
             if cfg.partial { "partial" } else { "full" }
         );
-        let _ = &mut skel;
         Ok(Agent {
             skel,
             struct_ops: Some(link),

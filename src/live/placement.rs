@@ -230,7 +230,7 @@ impl Placer {
             }
         }
 
-        let mut task = self.task_state(pid, prev, now);
+        let mut task = self.task_state(pid, prev);
         task.prev_cpu = prev;
         task.allowed = allowed_set(msg, nr);
         task.load = msg.weight * NICE_0_LOAD / 100;
@@ -238,7 +238,7 @@ impl Placer {
         let selected = msg.flags & WL_MSG_SELECTED != 0;
         let waker_cpu = if selected { (msg.waker_cpu.max(0) as usize).min(nr - 1) } else { prev };
         let waker_pid = msg.waker_pid as u32;
-        let mut waker = self.task_state(waker_pid, waker_cpu, now);
+        let mut waker = self.task_state(waker_pid, waker_cpu);
         waker.is_per_cpu_kthread = msg.flags & WL_MSG_WAKER_PCPU_KTHREAD != 0;
         let mut wake = WakeCtx {
             // Without a select_cpu (requeue after a slice, pinned task) the
@@ -284,7 +284,7 @@ impl Placer {
         Placement { cpu: d.cpu, outcome: Outcome::Engine }
     }
 
-    fn task_state(&self, pid: u32, prev: usize, _now: u64) -> TaskState {
+    fn task_state(&self, pid: u32, prev: usize) -> TaskState {
         let mut t = TaskState::new(pid, prev, self.nr_cpus());
         if let Some(s) = self.tasks.get(&pid) {
             t.recent_used_cpu = s.recent_used_cpu;

@@ -324,10 +324,7 @@ impl Step<'_> {
         let mut examined = 0u64;
         let mut found = None;
         for c in cpus.iter_wrap(self.scan_start(target)) {
-            nr -= 1;
-            if nr == 0 {
-                self.push(Rule::SisScanLimitReached);
-                self.cnt.sis_scan_limited += 1;
+            if self.sis_budget_spent(&mut nr) {
                 return None;
             }
             examined += 1;
@@ -345,6 +342,18 @@ impl Step<'_> {
             self.cnt.sis_idle_cpu_hit += 1;
         }
         found
+    }
+
+    /// The kernel's `if (!--nr) return -1;` step of the idle-CPU scan, shared by both scan
+    /// forms: true (and recorded) when the SIS budget is used up before the next CPU.
+    fn sis_budget_spent(&mut self, nr: &mut u64) -> bool {
+        *nr -= 1;
+        if *nr == 0 {
+            self.push(Rule::SisScanLimitReached);
+            self.cnt.sis_scan_limited += 1;
+            return true;
+        }
+        false
     }
 
     /// v5.12+ `select_idle_cpu(p, sd, has_idle_core, target)`: the single pass.
@@ -371,10 +380,7 @@ impl Step<'_> {
                     return Some(core);
                 }
             } else {
-                nr -= 1;
-                if nr == 0 {
-                    self.push(Rule::SisScanLimitReached);
-                    self.cnt.sis_scan_limited += 1;
+                if self.sis_budget_spent(&mut nr) {
                     return None;
                 }
                 examined += 1;
