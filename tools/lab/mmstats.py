@@ -35,7 +35,7 @@ def gain_pct(mean, base, better):
     if mean is None or base is None or base == 0:
         return None
     change = (mean - base) / abs(base) * 100.0
-    return -change if better == "lower" else change
+    return (-change if better == "lower" else change) + 0.0  # + 0.0: no "-0.00%" for the base
 
 
 def percentile_le(buckets, pct):

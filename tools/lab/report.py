@@ -1,0 +1,926 @@
+#!/usr/bin/env python3
+"""report: render a benchmark-lab output directory as an mmtests-style comparison.
+
+    python3 tools/lab/report.py OUTDIR [--baseline SETTING] [--readme README.md]
+
+reads what the lab runner wrote into OUTDIR
+  meta.json          date, commit, command, kernel, clock, topology, host, settings, workloads
+  results.csv        setting,workload,param,rep,metric,unit,value (one measurement a row)
+  checks.txt         `CHECK PASS|FAIL name detail` lines (optional)
+  latency_hist.json  the agent's decision-latency histogram per setting (optional)
+and writes
+  OUTDIR/report.md   per workload (and sweep parameter) Amean and Stddev per setting, the
+                     difference to the baseline column in % with mmtests' significance marker,
+                     ratios to EEVDF, the seed checks, the latency histogram and the run's facts
+  OUTDIR/report.csv  the same numbers, one row per workload, param, metric and setting
+  OUTDIR/plots/*.svg sweep line plots, per-workload migration bar charts, the latency CDF
+With --readme, the README's section between `<!-- lab:begin -->` and `<!-- lab:end -->` is
+regenerated from OUTDIR with a link to the full report (inserted at the end of its
+`## Performance` section when the markers are not there yet); nothing else in the file changes.
+
+The baseline column is --baseline, else the setting named `eevdf` (or of kind eevdf), else the
+first setting. As in mmtests' compare output, the primary metric's difference is a gain:
+positive = better (by the workload's `better`); for counts it is the plain change. `*` marks
+a difference whose mean +- 1.96 stddev bands do not overlap (none possible with n < 2).
+
+Standard library only. Exit status: 0 written; 1 unreadable or malformed input (one line on
+stderr); 2 bad usage.
+"""
+import argparse
+import csv
+import html
+import json
+import math
+import os
+import re
+import shlex
+import sys
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mmstats import gain_pct, log2_buckets, mean_sd, percentile_le, significant  # noqa: E402
+
+PROG = "report"
+RESULT_FIELDS = ["setting", "workload", "param", "rep", "metric", "unit", "value"]
+# Metrics the runner records besides the primary "value", in report order, with labels.
+METRIC_LABEL = {
+    "value": None,  # the workload's own metric: labelled by its unit
+    "migrations": "task migrations",
+    "cross_node_migrations": "cross-node migrations",
+    "ctxt": "context switches",
+    "run_delay_ns": "run delay",
+    "remote_wakeups": "remote wakeups",
+    "agent_cpu_s": "scheduler CPU time",
+}
+PLACEMENT = ("migrations", "cross_node_migrations", "remote_wakeups")
+BEGIN, END = "<!-- lab:begin -->", "<!-- lab:end -->"
+# Okabe-Ito: distinguishable with the common colour-vision deficiencies.
+PALETTE = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#F0E442"]
+GUIDE = "`shared/reference/vm-and-benchmarks.md` §3 (developers' guide)"
+
+
+class Fail(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------- input
+
+def read_text(path, required=True):
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        if required:
+            raise Fail(f"{path}: no such file (not a lab output directory?)")
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise Fail(f"{path}: unreadable: {getattr(e, 'strerror', None) or e}")
+
+
+def load_meta(path):
+    try:
+        meta = json.loads(read_text(path))
+    except ValueError as e:
+        raise Fail(f"{path}: not JSON: {e}")
+    if not isinstance(meta, dict):
+        raise Fail(f"{path}: expected an object")
+    for key in ("settings", "workloads"):
+        items = meta.get(key)
+        if not isinstance(items, list) or not items:
+            raise Fail(f"{path}: '{key}' must be a non-empty list")
+        names = []
+        for i, it in enumerate(items):
+            if not isinstance(it, dict) or not isinstance(it.get("name"), str) or not it["name"]:
+                raise Fail(f"{path}: {key}[{i}] has no 'name'")
+            names.append(it["name"])
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise Fail(f"{path}: {key} listed twice: {', '.join(dup)}")
+    for w in meta["workloads"]:
+        if w.get("better", "lower") not in ("lower", "higher"):
+            raise Fail(f"{path}: workload {w['name']}: 'better' must be lower or higher, not {w['better']!r}")
+    return meta
+
+
+def param_key(p):
+    """Sort sweep parameters numerically when they are numbers ('' first)."""
+    try:
+        return (0, float(p), p)
+    except ValueError:
+        return (1 if p else -1, 0.0, p)
+
+
+class Lab:
+    """One output directory: meta, measurements, checks, latency histograms."""
+
+    def __init__(self, outdir):
+        self.outdir = outdir
+        self.meta = load_meta(outdir / "meta.json")
+        self.settings = [s["name"] for s in self.meta["settings"]]
+        self.kind = {s["name"]: s.get("kind", "?") for s in self.meta["settings"]}
+        self.workloads = {w["name"]: w for w in self.meta["workloads"]}
+        self.values = {}   # (workload, param, metric) -> {setting: {rep: value}}
+        self.units = {}    # (workload, param, metric) -> unit
+        self.empty = 0     # rows with an empty value (a measurement that produced none)
+        self.load_results(outdir / "results.csv")
+        self.checks = self.load_checks(outdir / "checks.txt")
+        self.hist = self.load_hist(outdir / "latency_hist.json")
+
+    def load_results(self, path):
+        lines = read_text(path).splitlines()
+        rows = csv.reader(lines)
+        try:
+            header = next(rows)
+        except StopIteration:
+            raise Fail(f"{path}: empty (expected the header {','.join(RESULT_FIELDS)})")
+        if [h.strip() for h in header] != RESULT_FIELDS:
+            raise Fail(f"{path}: header {','.join(header)!r}, expected {','.join(RESULT_FIELDS)}")
+        seen = set()
+        for row in rows:
+            line = rows.line_num
+            if not row or not "".join(row).strip():
+                continue
+            if len(row) != len(RESULT_FIELDS):
+                raise Fail(f"{path} line {line}: {len(row)} fields, expected {len(RESULT_FIELDS)}")
+            setting, workload, param, rep, metric, unit, value = (c.strip() for c in row)
+            if setting not in self.kind:
+                raise Fail(f"{path} line {line}: unknown setting {setting!r} "
+                           f"(meta.json lists {', '.join(self.settings)})")
+            if workload not in self.workloads:
+                raise Fail(f"{path} line {line}: unknown workload {workload!r} "
+                           f"(meta.json lists {', '.join(self.workloads)})")
+            if not metric:
+                raise Fail(f"{path} line {line}: empty metric")
+            if not rep:
+                raise Fail(f"{path} line {line}: empty rep")
+            key = (workload, param, metric)
+            if (key, setting, rep) in seen:
+                where = " ".join(x for x in (setting, workload, param, metric) if x)
+                raise Fail(f"{path} line {line}: {where} rep {rep} given twice")
+            seen.add((key, setting, rep))
+            if value == "":
+                self.empty += 1
+                continue
+            try:
+                v = float(value)
+            except ValueError:
+                raise Fail(f"{path} line {line}: value {value!r} is not a number")
+            if not math.isfinite(v):
+                raise Fail(f"{path} line {line}: value {value!r} is not finite")
+            self.values.setdefault(key, {}).setdefault(setting, {})[rep] = v
+            self.units.setdefault(key, unit)
+        if not self.values:
+            raise Fail(f"{path}: no measurements")
+
+    @staticmethod
+    def load_checks(path):
+        text = read_text(path, required=False)
+        if text is None:
+            return None
+        checks = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            m = re.fullmatch(r"CHECK (PASS|FAIL) (\S+)(?: (.*))?", line.rstrip())
+            if not m:
+                raise Fail(f"{path} line {n}: not 'CHECK PASS|FAIL name detail': {line[:60]!r}")
+            checks.append((m.group(1), m.group(2), m.group(3) or ""))
+        return checks
+
+    def load_hist(self, path):
+        """{label: [(le_ns, count)]}, label = setting or 'setting / part'. Tolerant of shapes:
+        {setting: buckets}, {setting: {"buckets": ...}}, {setting: {workload: buckets}},
+        [{"setting": s, "buckets": ...}], a {"settings"|"histograms": ...} wrapper; buckets =
+        [{"le_ns", "count"}], [[le_ns, count]] or the agent's log2 count list."""
+        text = read_text(path, required=False)
+        if text is None:
+            return None
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise Fail(f"{path}: not JSON: {e}")
+        if isinstance(data, dict) and set(data) & {"settings", "histograms"} and len(data) <= 2:
+            data = data.get("settings", data.get("histograms"))
+        out = {}
+        if isinstance(data, list):
+            for i, ent in enumerate(data):
+                if not isinstance(ent, dict) or "setting" not in ent:
+                    raise Fail(f"{path}: entry {i} has no 'setting'")
+                label = str(ent["setting"])
+                if ent.get("workload"):
+                    label += f" / {ent['workload']}"
+                self.hist_entry(path, out, label, ent.get("buckets", ent.get("hist")))
+        elif isinstance(data, dict):
+            for name, v in data.items():
+                self.hist_entry(path, out, name, v)
+        else:
+            raise Fail(f"{path}: expected an object or a list")
+        # Label each histogram setting first, whatever the nesting ({workload: {setting: ...}} too).
+        named = {}
+        for label, buckets in out.items():
+            parts = label.split(" / ")
+            known = [p for p in parts if p in self.kind]
+            if not known:
+                raise Fail(f"{path}: unknown setting {parts[0]!r} (meta.json lists {', '.join(self.settings)})")
+            named[" / ".join([known[0]] + [p for p in parts if p != known[0]])] = buckets
+        order = {s: i for i, s in enumerate(self.settings)}
+        return dict(sorted(named.items(), key=lambda kv: order[kv[0].split(" / ")[0]]))
+
+    def hist_entry(self, path, out, label, v):
+        buckets = parse_buckets(v)
+        if buckets is not None:
+            out[label] = buckets
+        elif isinstance(v, dict):
+            inner = v.get("buckets", v.get("hist"))
+            if inner is not None:
+                b = parse_buckets(inner)
+                if b is None:
+                    raise Fail(f"{path}: {label}: buckets not understood")
+                out[label] = b
+            else:
+                for k, sub in v.items():
+                    if isinstance(sub, (list, dict)):
+                        self.hist_entry(path, out, f"{label} / {k}", sub)
+        elif isinstance(v, list):
+            raise Fail(f"{path}: {label}: buckets not understood")
+        # scalars next to histograms (units, notes) are not histograms: skipped
+
+
+def parse_buckets(v):
+    """[(le_ns, count)] ascending, or None when v is not a bucket list."""
+    if not isinstance(v, list) or not v:
+        return None
+    if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        return log2_buckets(v)
+    out = []
+    for b in v:
+        if isinstance(b, dict) and "count" in b:
+            le = b.get("le_ns", b.get("le"))
+        elif isinstance(b, (list, tuple)) and len(b) == 2:
+            le, b = b[0], {"count": b[1]}
+        else:
+            return None
+        le = math.inf if le in (None, "inf", "+Inf", "+inf") else le
+        if not isinstance(le, (int, float)) or not isinstance(b["count"], (int, float)):
+            return None
+        out.append((le, b["count"]))
+    return sorted(out, key=lambda x: x[0])
+
+
+# --------------------------------------------------------------------------- numbers
+
+def pick_baseline(lab, wanted):
+    if wanted:
+        if wanted not in lab.kind:
+            raise Fail(f"--baseline {wanted}: not a setting of this run ({', '.join(lab.settings)})")
+        return wanted
+    return eevdf_of(lab) or lab.settings[0]
+
+
+def eevdf_of(lab):
+    if "eevdf" in lab.kind:
+        return "eevdf"
+    return next((s for s in lab.settings if lab.kind[s] == "eevdf"), None)
+
+
+def metric_order(metric):
+    names = list(METRIC_LABEL)
+    if metric in METRIC_LABEL:
+        return (names.index(metric), metric)
+    return (len(names) + (1 if metric.startswith("wl:") else 0), metric)
+
+
+class Cell:
+    def __init__(self, values):
+        self.values = values
+        self.n = len(values)
+        self.mean, self.sd = mean_sd(values)
+
+
+def compare(lab, baseline, eevdf):
+    """[row]: row = dict workload, param, metric, unit, better, cells {setting: Cell} with
+    .gain (vs baseline, %), .ratio (to baseline), .ratio_eevdf, .sig (vs baseline), .sig_eevdf."""
+    rows = []
+    wl_order = list(lab.workloads)
+    for key in sorted(lab.values, key=lambda k: (wl_order.index(k[0]), param_key(k[1]), metric_order(k[2]))):
+        workload, param, metric = key
+        per = lab.values[key]
+        better = lab.workloads[workload].get("better", "lower") if metric == "value" else None
+        cells = {s: Cell([per[s][r] for r in sorted(per[s], key=param_key)]) if s in per else Cell([])
+                 for s in lab.settings}
+        for s, c in cells.items():
+            for ref, suffix in ((baseline, ""), (eevdf, "_eevdf")):
+                b = cells.get(ref) if ref else None
+                ok = b is not None and c.mean is not None and b.mean is not None
+                setattr(c, "ratio" + suffix, c.mean / b.mean if ok and b.mean else None)
+                setattr(c, "sig" + suffix, ok and s != ref and
+                        significant((c.n, c.mean, c.sd), (b.n, b.mean, b.sd)))
+            b = cells[baseline]
+            c.gain = gain_pct(c.mean, b.mean, better)
+        rows.append({"workload": workload, "param": param, "metric": metric,
+                     "unit": lab.units[key], "better": better, "cells": cells})
+    return rows
+
+
+def param_label(lab, workload, param):
+    pname = lab.workloads[workload].get("param") or "param"
+    return f"{pname} {param}" if param != "" else ""
+
+
+# --------------------------------------------------------------------------- clock
+
+def clock_kind(clock):
+    c = (clock or "").lower()
+    if "icount" in c or "virtual" in c:
+        return "icount"
+    if any(k in c for k in ("host", "real", "native", "bare")):
+        return "host"
+    if any(k in c for k in ("tcg", "multi", "mttcg", "thread")):
+        return "mttcg"
+    return "unknown"
+
+
+CLOCK_NOTE = {
+    "icount": ("**What this clock can show.** QEMU's virtual clock (`-icount shift=0,sleep=off`: one guest "
+               "instruction = 1 ns) serialises all vCPUs on one host thread, so guest time advances with the "
+               "instructions of every vCPU together; idle CPUs and parallel speed-up are not modelled. "
+               "Timings here measure CPU work and placement (scheduler overhead, migrations, IPIs), **not "
+               "parallel latency or throughput**, and are reproducible despite host load. Placement counts "
+               "(migrations, cross-node moves, the scheduler's own counters) are the primary evidence and come "
+               "first; timings are shown beside them as ratios within this run. See " + GUIDE + "."),
+    "mttcg": ("**What this clock can show.** Multi-threaded TCG: the vCPU threads share the host's cores, so "
+              "timings are dominated by emulation cost (IPIs, waking idle vCPUs): spreads of 5-33% on hackbench "
+              "and up to 119% on latency tests, rankings can invert. Placement counts are the primary evidence "
+              "and come first; timings only reveal large regressions. See " + GUIDE + "."),
+    "host": ("**What this clock can show.** A real sched_ext host: timings are the primary evidence and come "
+             "first; placement counts explain them. See " + GUIDE + "."),
+    "unknown": ("**What this clock can show.** The clock mode is not one this renderer knows; treat timings with "
+                "care and read the placement counts first. See " + GUIDE + "."),
+}
+
+
+def describe(v):
+    """A meta value (string, number, dict, list) as one readable line."""
+    if v is None or v == "" or v == {} or v == []:
+        return "not recorded"
+    if isinstance(v, dict):
+        return "; ".join(f"{k} {describe(x)}" for k, x in v.items())
+    if isinstance(v, list):
+        return ", ".join(describe(x) for x in v)
+    return str(v)
+
+
+# --------------------------------------------------------------------------- SVG
+
+def esc(s):
+    return html.escape(str(s), quote=True)
+
+
+def nice_ticks(lo, hi, n=5):
+    if hi <= lo:
+        hi = lo + 1
+    raw = (hi - lo) / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step) * step
+    ticks = []
+    t = start
+    while t <= hi + step * 1e-9:
+        ticks.append(round(t, 10))
+        t += step
+    if ticks[-1] < hi:
+        ticks.append(round(t, 10))
+    return ticks
+
+
+def tick_text(t):
+    if t == int(t) and abs(t) < 1e15:
+        return f"{int(t)}"
+    return f"{t:g}"
+
+
+class Svg:
+    """A plot area with axes; series are drawn by the callers inside <g class="series">."""
+
+    def __init__(self, title, xlabel, ylabel, width=640, height=380, left=70, right=170):
+        self.w, self.h = width, height
+        self.l, self.r, self.t, self.b = left, width - right, 40, height - 55
+        self.parts = [
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+            f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>',
+            f'<text x="{width / 2:.1f}" y="22" text-anchor="middle" font-size="14" '
+            f'font-weight="bold">{esc(title)}</text>',
+            f'<text x="{(self.l + self.r) / 2:.1f}" y="{height - 12}" text-anchor="middle">{esc(xlabel)}</text>',
+            f'<text x="16" y="{(self.t + self.b) / 2:.1f}" text-anchor="middle" '
+            f'transform="rotate(-90 16 {(self.t + self.b) / 2:.1f})">{esc(ylabel)}</text>',
+        ]
+        self.legend_n = 0
+
+    def yaxis(self, ymax):
+        self.ticks = nice_ticks(0, ymax if ymax > 0 else 1)
+        self.ymax = self.ticks[-1]
+        for t in self.ticks:
+            y = self.y(t)
+            self.parts.append(f'<line x1="{self.l}" y1="{y:.1f}" x2="{self.r}" y2="{y:.1f}" stroke="#ddd"/>')
+            self.parts.append(f'<text x="{self.l - 6}" y="{y + 4:.1f}" text-anchor="end">{tick_text(t)}</text>')
+        self.parts.append(f'<line x1="{self.l}" y1="{self.t}" x2="{self.l}" y2="{self.b}" stroke="black"/>')
+        self.parts.append(f'<line x1="{self.l}" y1="{self.b}" x2="{self.r}" y2="{self.b}" stroke="black"/>')
+
+    def y(self, v):
+        return self.b - (self.b - self.t) * (v / self.ymax if self.ymax else 0)
+
+    def xtick(self, x, text):
+        self.parts.append(f'<line x1="{x:.1f}" y1="{self.b}" x2="{x:.1f}" y2="{self.b + 4}" stroke="black"/>')
+        self.parts.append(f'<text x="{x:.1f}" y="{self.b + 17}" text-anchor="middle">{esc(text)}</text>')
+
+    def legend(self, name, color, swatch="line"):
+        x, y = self.r + 15, self.t + 8 + 18 * self.legend_n
+        self.legend_n += 1
+        if swatch == "line":
+            mark = f'<line x1="{x}" y1="{y}" x2="{x + 18}" y2="{y}" stroke="{color}" stroke-width="2"/>'
+        else:
+            mark = f'<rect x="{x}" y="{y - 6}" width="18" height="12" fill="{color}"/>'
+        return mark + f'<text x="{x + 24}" y="{y + 4}">{esc(name)}</text>'
+
+    def text(self):
+        return "\n".join(self.parts + ["</svg>"]) + "\n"
+
+
+def colors_of(settings):
+    """One colour per setting, the same in every plot of a report."""
+    return {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(settings)}
+
+
+def x_ticks(xs, log_x):
+    """Tick positions: every x when few, else decades (log) or round numbers (linear)."""
+    if len(xs) <= 10:
+        return xs
+    lo, hi = xs[0], xs[-1]
+    if log_x:
+        decades = [10.0 ** k for k in range(math.ceil(math.log10(lo)), math.floor(math.log10(hi)) + 1)]
+        if len(decades) >= 2:
+            return decades
+        return xs[::math.ceil(len(xs) / 8)]
+    return [t for t in nice_ticks(lo, hi, 8) if lo <= t <= hi]
+
+
+def svg_lines(title, xlabel, ylabel, series, colors, log_x=False, yfrac=False):
+    """series: {name: [(x, y, sd or None)]}, drawn in the order and colours of colors {name: colour};
+    one <g class="series"> per name with data."""
+    pts = [p for s in series.values() for p in s]
+    xs = [p[0] for p in pts]
+    xf = (lambda v: math.log2(v)) if log_x else (lambda v: v)
+    x0, x1 = min(map(xf, xs)), max(map(xf, xs))
+    if x1 == x0:
+        x0, x1 = x0 - 1, x1 + 1
+    svg = Svg(title, xlabel, ylabel)
+    svg.yaxis(1.0 if yfrac else max(p[1] + (p[2] or 0) for p in pts) * 1.05)
+    X = lambda v: svg.l + 10 + (svg.r - svg.l - 20) * (xf(v) - x0) / (x1 - x0)
+    for v in x_ticks(sorted(set(xs)), log_x):
+        svg.xtick(X(v), fmt_latency(v) if log_x else tick_text(v))
+    for s, c in colors.items():
+        if s not in series:
+            continue
+        ps = sorted(series[s])
+        g = [f'<g class="series" data-setting="{esc(s)}">']
+        g.append('<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>'.format(
+            c, " ".join(f"{X(x):.1f},{svg.y(y):.1f}" for x, y, _ in ps)))
+        for x, y, sd in ps:
+            if sd:
+                g.append(f'<line x1="{X(x):.1f}" y1="{svg.y(y - sd):.1f}" x2="{X(x):.1f}" '
+                         f'y2="{svg.y(y + sd):.1f}" stroke="{c}"/>')
+            g.append(f'<circle cx="{X(x):.1f}" cy="{svg.y(y):.1f}" r="3" fill="{c}"/>')
+        g.append(svg.legend(s, c))
+        g.append("</g>")
+        svg.parts.extend(g)
+    return svg.text()
+
+
+def svg_bars(title, ylabel, groups, series, colors):
+    """groups: [label]; series: {setting: [(total, sd, part) or None per group]}: a bar per
+    setting in each group, its lower `part` (cross-node moves) drawn darker."""
+    present = [s for s in colors if s in series]
+    vals = [v for s in present for v in series[s] if v]
+    width = max(640, 170 + 70 + len(groups) * (len(present) * 18 + 24))
+    svg = Svg(title, "", ylabel, width=width)
+    svg.yaxis(max((v[0] + (v[1] or 0)) for v in vals) * 1.05 if vals else 1)
+    gw = (svg.r - svg.l) / max(1, len(groups))
+    bw = min(40, (gw - 16) / max(1, len(present)))
+    for gi, label in enumerate(groups):
+        svg.xtick(svg.l + gw * (gi + 0.5), label)
+    for si, s in enumerate(present):
+        c = colors[s]
+        g = [f'<g class="series" data-setting="{esc(s)}">']
+        for gi, v in enumerate(series[s]):
+            x = svg.l + gw * gi + (gw - bw * len(present)) / 2 + bw * si
+            if v is None:
+                g.append(f'<text x="{x + bw / 2:.1f}" y="{svg.b - 4}" text-anchor="middle" '
+                         f'font-size="10">n/a</text>')
+                continue
+            total, sd, part = v
+            g.append(f'<rect x="{x:.1f}" y="{svg.y(total):.1f}" width="{bw - 2:.1f}" '
+                     f'height="{svg.b - svg.y(total):.1f}" fill="{c}" fill-opacity="0.55"/>')
+            if part is not None:
+                g.append(f'<rect x="{x:.1f}" y="{svg.y(part):.1f}" width="{bw - 2:.1f}" '
+                         f'height="{svg.b - svg.y(part):.1f}" fill="{c}"/>')
+            xm = x + (bw - 2) / 2
+            if sd:
+                g.append(f'<line x1="{xm:.1f}" y1="{svg.y(max(0, total - sd)):.1f}" x2="{xm:.1f}" '
+                         f'y2="{svg.y(total + sd):.1f}" stroke="black"/>')
+            top = svg.y(total + (sd or 0))
+            g.append(f'<text x="{xm:.1f}" y="{top - 3:.1f}" font-size="10" '
+                     f'text-anchor="middle">{total:.0f}</text>')
+        g.append(svg.legend(s, c, swatch="rect"))
+        g.append("</g>")
+        svg.parts.extend(g)
+    return svg.text()
+
+
+def fmt_latency(ns):
+    if ns == math.inf:
+        return "inf"
+    for div, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if ns >= div:
+            return f"{ns / div:g} {unit}"
+    return f"{ns:g} ns"
+
+
+def slug(s):
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", s).strip("-") or "x"
+
+
+# --------------------------------------------------------------------------- output
+
+def write_plots(lab, rows, plots_dir):
+    """Writes the SVGs; returns [(caption, file name)]."""
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    made = []
+    colors = colors_of(lab.settings)
+    for workload in lab.workloads:
+        wrows = [r for r in rows if r["workload"] == workload]
+        params = sorted({r["param"] for r in wrows}, key=param_key)
+        pname = lab.workloads[workload].get("param") or "param"
+        prim = [r for r in wrows if r["metric"] == "value"]
+        numeric = all(param_key(p)[0] == 0 for p in params)
+        if len(prim) > 1 and numeric:
+            series = {s: [(float(r["param"]), r["cells"][s].mean, r["cells"][s].sd)
+                          for r in prim if r["cells"][s].mean is not None] for s in lab.settings}
+            series = {s: v for s, v in series.items() if v}
+            if series:
+                unit = prim[0]["unit"]
+                name = f"sweep-{slug(workload)}.svg"
+                (plots_dir / name).write_text(svg_lines(
+                    f"{workload}: {unit} vs {pname} ({prim[0]['better']} is better)", pname,
+                    f"Amean {unit}", series, colors))
+                made.append((f"{workload}: mean ± stddev vs {pname}", name))
+        migr = {r["param"]: r for r in wrows if r["metric"] == "migrations"}
+        cross = {r["param"]: r for r in wrows if r["metric"] == "cross_node_migrations"}
+        if migr:
+            groups = [p for p in params if p in migr]
+            series = {}
+            for s in lab.settings:
+                vals = []
+                for p in groups:
+                    c = migr[p]["cells"][s]
+                    x = cross[p]["cells"][s].mean if p in cross else None
+                    vals.append(None if c.mean is None else (c.mean, c.sd, x))
+                if any(vals):
+                    series[s] = vals
+            name = f"migrations-{slug(workload)}.svg"
+            labels = [param_label(lab, workload, p) or workload for p in groups]
+            (plots_dir / name).write_text(svg_bars(
+                f"{workload}: task migrations per run (dark part: cross-node)", "migrations (Amean ± sd)",
+                labels, series, colors))
+            made.append((f"{workload}: task migrations per setting (darker part: cross-node)", name))
+    if lab.hist:
+        series = {}
+        for label, buckets in lab.hist.items():
+            total = sum(c for _, c in buckets)
+            if not total:
+                continue
+            cum, pts = 0, []
+            for le, c in buckets:
+                cum += c
+                if le != math.inf and le > 0:
+                    pts.append((le, cum / total, None))
+            series[label] = pts
+        # Only the span where some setting's curve rises: from the last bucket before any
+        # decision to the first that holds them all.
+        pts = [p for v in series.values() for p in v]
+        lo = max([p[0] for p in pts if p[1] == 0] or [0])
+        lo = min([lo] + [v[0][0] for v in series.values() if v and v[0][1] > 0])
+        hi = max(min([p[0] for p in v if p[1] >= 1] or [v[-1][0]]) for v in series.values() if v) if pts else 0
+        series = {k: [p for p in v if lo <= p[0] <= hi] for k, v in series.items()}
+        series = {k: v for k, v in series.items() if v}
+        if series:
+            (plots_dir / "latency.svg").write_text(svg_lines(
+                "agent decision latency: cumulative fraction", "latency (bucket upper bound, log scale)",
+                "fraction of decisions", series,
+                {label: colors[label.split(" / ")[0]] for label in lab.hist}, log_x=True, yfrac=True))
+            made.append(("decision latency, cumulative distribution per setting", "latency.svg"))
+    return made
+
+
+def write_csv(path, rows, baseline, eevdf):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["workload", "param", "metric", "unit", "better", "setting", "n", "amean", "stddev",
+                    "baseline", "delta_pct", "ratio_to_baseline", "significant",
+                    "ratio_to_eevdf", "significant_vs_eevdf", "values"])
+        for r in rows:
+            for s, c in r["cells"].items():
+                g = lambda v, spec: "" if v is None else format(v, spec)
+                w.writerow([r["workload"], r["param"], r["metric"], r["unit"], r["better"] or "", s, c.n,
+                            g(c.mean, ".6g"), g(c.sd, ".6g"), baseline, g(c.gain, ".2f"), g(c.ratio, ".4f"),
+                            "" if s == baseline or c.n < 2 or r["cells"][baseline].n < 2
+                            else ("yes" if c.sig else "no"),
+                            g(c.ratio_eevdf, ".4f") if eevdf else "",
+                            "" if not eevdf or s == eevdf or c.n < 2 or r["cells"][eevdf].n < 2
+                            else ("yes" if c.sig_eevdf else "no"),
+                            ";".join(f"{v:g}" for v in c.values)])
+
+
+def mm_block(lab, wrows, baseline):
+    """mmtests compare layout: Amean/Stddev lines per metric and param, a column per setting
+    with the % difference to the baseline and * around it when significant."""
+    names = [r["metric"] + (f" {r['param']}" if r["param"] != "" else "") for r in wrows]
+    col, lab_w = 24, 7 + max(27, max(len(n) + 1 for n in names))
+    L = [" " * lab_w + "".join(f"{s[:col - 2]:>{col}}" for s in lab.settings)]
+    for r, name in zip(wrows, names):
+        dec = 1 if r["unit"] == "count" else 4
+        am, sd = f"{'Amean':<7}{name:<{lab_w - 7}}", f"{'Stddev':<7}{name:<{lab_w - 7}}"
+        for s in lab.settings:
+            c = r["cells"][s]
+            if c.mean is None:
+                am += f"{'—':>{col}}"
+                sd += f"{'—':>{col}}"
+                continue
+            mark = "*" if c.sig else " "
+            pct = "" if c.gain is None else f"({c.gain:6.2f}%)" if s == baseline else f"{c.gain:8.2f}%"
+            am += f"{c.mean:>13.{dec}f} {mark}{pct:>9}{mark}" if pct else f"{c.mean:>13.{dec}f}{'':>11}"
+            sd += f"{c.sd:>13.{dec}f}{'':>11}"
+        L += [am, sd]
+    return L
+
+
+def block_legend(lab, workload, wrows):
+    w = lab.workloads[workload]
+    metrics = []
+    for r in wrows:
+        if r["metric"] not in metrics:
+            metrics.append(r["metric"])
+    parts = [f"`value` = {w.get('unit') or 'the workload metric'} ({w.get('better', 'lower')} is better)"
+             if m == "value" else f"`{m}` = {METRIC_LABEL.get(m) or m}" for m in metrics]
+    if w.get("param"):
+        parts.append(f"the number after a metric is {w['param']}")
+    return "; ".join(parts) + "."
+
+
+def ordered_metric_groups(rows, host_timing_first):
+    timing = [r for r in rows if r["metric"] == "value"]
+    place = [r for r in rows if r["metric"] in PLACEMENT]
+    other = [r for r in rows if r["metric"] != "value" and r["metric"] not in PLACEMENT]
+    return (timing + place + other) if host_timing_first else (place + timing + other)
+
+
+def ratio_table(lab, rows, metric, eevdf, header):
+    others = [s for s in lab.settings if s != eevdf]
+    L = [f"| workload | unit | " + " | ".join(others) + " |", "|---|---|" + "---|" * len(others)]
+    for r in rows:
+        if r["metric"] != metric:
+            continue
+        label = r["workload"] + (f" ({param_label(lab, r['workload'], r['param'])})" if r["param"] else "")
+        cells = []
+        for s in others:
+            c = r["cells"][s]
+            cells.append("—" if c.ratio_eevdf is None else f"{c.ratio_eevdf:.2f}{'*' if c.sig_eevdf else ''}")
+        L.append(f"| {label} | {r['unit']} | " + " | ".join(cells) + " |")
+    return L if len(L) > 2 else []
+
+
+def hist_table(lab):
+    L = ["| setting | decisions | p50 | p99 |", "|---|---|---|---|"]
+    for label, buckets in lab.hist.items():
+        total = sum(c for _, c in buckets)
+        p50, p99 = percentile_le(buckets, 50), percentile_le(buckets, 99)
+        f = lambda v: "—" if v is None else "above the last bucket" if v == math.inf else f"≤ {fmt_latency(v)}"
+        L.append(f"| {label} | {total:g} | {f(p50)} | {f(p99)} |")
+    return L
+
+
+def checks_lines(checks):
+    if checks is None:
+        return ["No `checks.txt` in this output directory: the run recorded no seed checks."]
+    if not checks:
+        return ["`checks.txt` lists no checks."]
+    npass = sum(1 for st, _, _ in checks if st == "PASS")
+    L = [f"**{npass} of {len(checks)} checks passed.**" + ("" if npass == len(checks) else
+         " Failed: " + ", ".join(f"`{n}`" for st, n, _ in checks if st != "PASS") + "."), "",
+         "| | check | detail |", "|---|---|---|"]
+    for st, name, detail in checks:
+        L.append(f"| {'PASS' if st == 'PASS' else '**FAIL**'} | `{name}` | {detail.replace('|', '/')} |")
+    return L
+
+
+def write_md(path, lab, rows, baseline, eevdf, plots):
+    m = lab.meta
+    kind = clock_kind(m.get("clock"))
+    host_first = kind == "host"
+    L = [f"# Benchmark lab report: {m.get('date') or 'undated'}", "",
+         "Generated by `tools/lab/report.py` from this directory's `meta.json`, `results.csv`, "
+         "`checks.txt` and `latency_hist.json`; numbers per setting and rep are in `results.csv`, "
+         "the summary below also in `report.csv`.", "", CLOCK_NOTE[kind], "",
+         "## Seed checks", ""]
+    command = m.get("command")
+    if isinstance(command, list):   # an argv rather than a shell line
+        command = shlex.join(str(c) for c in command)
+    L += checks_lines(lab.checks) + ["", "## Command", "", "```sh", str(command or "(not recorded)"), "```", "",
+                                     "## Setup", ""]
+    for k, v in (("Date", m.get("date")), ("Commit", m.get("commit")), ("Kernel", m.get("kernel")),
+                 ("Clock", m.get("clock")), ("Topology", m.get("topology")), ("Host", m.get("host"))):
+        L.append(f"- **{k}:** {describe(v)}")
+    L.append("- **Settings:**")
+    for s in m["settings"]:
+        args = s.get("args")
+        args = " ".join(args) if isinstance(args, list) else (args or "")
+        L.append(f"  - `{s['name']}` ({s.get('kind', '?')})" + (f": `{args}`" if args else ""))
+    L.append("- **Workloads:**")
+    for w in m["workloads"]:
+        extra = f", sweep over {w['param']}" if w.get("param") else ""
+        L.append(f"  - `{w['name']}`: {w.get('unit', '?')}, {w.get('better', 'lower')} is better{extra}")
+    L += ["", "## Results per workload", "",
+          f"Amean and sample Stddev over the reps per setting, in mmtests' compare layout. Baseline column: "
+          f"**{baseline}**. For the workload's own metric the % is the gain over the baseline as mmtests "
+          "prints it (positive = better); for counts it is the plain change (positive = more). `*` around "
+          "it marks a significant difference: the bands mean ± 1.96·stddev of the setting and the baseline "
+          "do not overlap (none possible with fewer than 2 values). `—` = no value recorded for that "
+          "setting (a missing cell). "
+          + ("Timings come first (real host)." if host_first else
+             "Placement counts come first: they are the evidence under this clock.")]
+    if lab.empty:
+        L.append(f"{lab.empty} row(s) of `results.csv` carried no value (a measurement that produced none); "
+                 "they are left out of the means.")
+    L.append("")
+    for workload in lab.workloads:
+        wrows = ordered_metric_groups([r for r in rows if r["workload"] == workload], host_first)
+        if not wrows:
+            L += [f"### {workload}", "", "No measurements recorded.", ""]
+            continue
+        ns = sorted({r["cells"][s].n for r in wrows for s in lab.settings})
+        L += [f"### {workload}", "", block_legend(lab, workload, wrows) + f" Reps per cell: "
+              f"{', '.join(map(str, ns))}.", "", "```"]
+        L += mm_block(lab, wrows, baseline)
+        L += ["```", ""]
+    L += ["## Ratios to EEVDF", ""]
+    if eevdf is None:
+        L += ["This run has no EEVDF setting (kind `eevdf`), so there are no ratios to it.", ""]
+    else:
+        L += [f"Mean of each setting / mean of `{eevdf}`; `*` = significant against `{eevdf}` by the rule "
+              "above. Below 1 means fewer migrations, or less time for a lower-is-better metric.", ""]
+        tables = [(ratio_table(lab, rows, "migrations", eevdf, "task migrations"), "Task migrations"),
+                  (ratio_table(lab, rows, "cross_node_migrations", eevdf, "cross-node migrations"),
+                   "Cross-node migrations"),
+                  (ratio_table(lab, rows, "value", eevdf, "workload metric"), "Workload metric")]
+        if host_first:
+            tables = tables[2:] + tables[:2]
+        for t, title in tables:
+            if t:
+                L += [f"{title}:", ""] + t + [""]
+    L += ["## Decision latency", ""]
+    if not lab.hist:
+        L += ["No `latency_hist.json` in this output directory.", ""]
+    else:
+        L += ["The agent's decision latency per setting, from its histogram: a percentile is the upper "
+              "bound of the bucket that holds it, under this run's clock.", ""]
+        L += hist_table(lab) + [""]
+        if any(f == "latency.svg" for _, f in plots):
+            L += ["![decision latency](plots/latency.svg)", ""]
+    L += ["## Plots", ""]
+    for caption, f in plots:
+        if f != "latency.svg":
+            L += [f"![{caption}](plots/{f})", ""]
+    if not plots:
+        L += ["No sweep or migration data to plot.", ""]
+    Path(path).write_text("\n".join(L) + "\n")
+
+
+# --------------------------------------------------------------------------- README
+
+def readme_section(lab, rows, eevdf, readme, outdir):
+    m = lab.meta
+    link = os.path.relpath(outdir / "report.md", Path(readme).resolve().parent)
+    kind = clock_kind(m.get("clock"))
+    L = [BEGIN, "<!-- generated by tools/lab/report.py --readme from the lab results; "
+         "edit the results, not this section -->", "",
+         f"Lab results of {m.get('date') or 'an undated run'} (commit {describe(m.get('commit'))}; "
+         f"clock {describe(m.get('clock'))}; topology {describe(m.get('topology'))}). "
+         f"Full report with plots: [{link}]({link}).", ""]
+    if lab.checks is not None:
+        npass = sum(1 for st, _, _ in lab.checks if st == "PASS")
+        failed = [n for st, n, _ in lab.checks if st != "PASS"]
+        L += [f"Seed checks: {npass} of {len(lab.checks)} passed"
+              + (f" (failed: {', '.join(failed)})." if failed else "."), ""]
+    if eevdf is None:
+        L += ["(This run has no EEVDF setting, so there are no ratios to it.)"]
+    else:
+        L += [f"Ratio to EEVDF per workload (geometric mean over a sweep's parameters; `*` = every "
+              "parameter significant by the mmtests rule), "
+              + ("timings first: a real sched_ext host." if kind == "host" else
+                 "placement counts first: in the VM they are the evidence, timings only ratios within the run."), ""]
+        others = [s for s in lab.settings if s != eevdf]
+        L += ["| workload | metric | " + " | ".join(others) + " |", "|---|---|" + "---|" * len(others)]
+        metrics = ["migrations", "value"] if kind != "host" else ["value", "migrations"]
+        for metric in metrics:
+            for workload in lab.workloads:
+                wr = [r for r in rows if r["workload"] == workload and r["metric"] == metric]
+                if not wr:
+                    continue
+                cells = []
+                for s in others:
+                    rs = [r["cells"][s].ratio_eevdf for r in wr]
+                    if any(x is None or x <= 0 for x in rs):
+                        cells.append("—")
+                        continue
+                    gm = math.exp(sum(math.log(x) for x in rs) / len(rs))
+                    sig = all(r["cells"][s].sig_eevdf for r in wr)
+                    cells.append(f"{gm:.2f}{'*' if sig else ''}")
+                what = "migrations" if metric == "migrations" else \
+                    f"{wr[0]['unit']}, {wr[0]['better']} is better"
+                L.append(f"| {workload} | {what} | " + " | ".join(cells) + " |")
+    L += ["", END]
+    return "\n".join(L)
+
+
+def update_readme(readme, section):
+    path = Path(readme)
+    text = read_text(path)
+    nb, ne = text.count(BEGIN), text.count(END)
+    if nb == 1 and ne == 1 and text.index(BEGIN) < text.index(END):
+        a, b = text.index(BEGIN), text.index(END) + len(END)
+        new = text[:a] + section + text[b:]
+    elif nb == 0 and ne == 0:
+        m = re.search(r"^## Performance[ \t]*$", text, re.M)
+        if not m:
+            raise Fail(f"{readme}: no {BEGIN} ... {END} markers and no '## Performance' section to put them in")
+        nxt = re.search(r"^## ", text[m.end():], re.M)
+        cut = m.end() + nxt.start() if nxt else len(text)
+        head = text[:cut].rstrip("\n")
+        new = head + "\n\n" + section + "\n" + ("\n" + text[cut:] if nxt else "")
+    else:
+        raise Fail(f"{readme}: expected one {BEGIN} followed by one {END}, found {nb} and {ne}")
+    if new != text:
+        path.write_text(new)
+    return new != text
+
+
+# --------------------------------------------------------------------------- main
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not the usage block
+        self.exit(2, f"{PROG}: {message} (see --help)\n")
+
+
+def main(argv):
+    ap = Parser(prog="tools/lab/report.py", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("outdir", help="the lab's output directory")
+    ap.add_argument("--baseline", metavar="SETTING",
+                    help="the column differences are taken against (default: eevdf if present, else the first)")
+    ap.add_argument("--readme", metavar="README.md",
+                    help=f"regenerate the section between {BEGIN} and {END} of this file")
+    a = ap.parse_args(argv)
+    outdir = Path(a.outdir)
+    if not outdir.is_dir():
+        raise Fail(f"{outdir}: not a directory")
+    lab = Lab(outdir)
+    baseline = pick_baseline(lab, a.baseline)
+    eevdf = eevdf_of(lab)
+    rows = compare(lab, baseline, eevdf)
+    try:
+        plots = write_plots(lab, rows, outdir / "plots")
+        write_csv(outdir / "report.csv", rows, baseline, eevdf)
+        write_md(outdir / "report.md", lab, rows, baseline, eevdf, plots)
+    except OSError as e:
+        raise Fail(f"writing into {outdir}: {e.strerror}: {e.filename}")
+    msg = f"wrote {outdir / 'report.md'}, report.csv and {len(plots)} plot(s)"
+    if a.readme:
+        changed = update_readme(a.readme, readme_section(lab, rows, eevdf, a.readme, outdir.resolve()))
+        msg += f"; {a.readme} {'updated' if changed else 'unchanged'}"
+    print(f"{PROG}: {msg}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except Fail as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as e:  # a renderer bug or an input shape not foreseen: still one line
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        print(f"{PROG}: internal error {type(e).__name__}: {e} (report.py line {where.lineno}, "
+              f"{where.name})", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,441 @@
+#!/usr/bin/env python3
+"""Tests of tools/lab/report.py over synthetic lab output directories made here.
+
+    python3 tools/lab/test_report.py        # ends with "N passed, N failed" (tools/test counts it)
+
+The renderer runs as a subprocess, as a user would run it, so exit status and stderr are
+what is tested. Standard library only.
+"""
+import csv
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+REPORT = HERE / "report.py"
+sys.path.insert(0, str(HERE))
+import mmstats  # noqa: E402
+
+SETTINGS = [{"name": "eevdf", "kind": "eevdf", "args": ""},
+            {"name": "wakelab", "kind": "wakelab", "args": "--preset mainline"},
+            {"name": "rustland", "kind": "peer", "args": ""}]
+WORKLOADS = [{"name": "hackbench-pipe", "unit": "s", "better": "lower", "param": "groups"},
+             {"name": "tbench", "unit": "MB/s", "better": "higher", "param": ""}]
+
+
+def make_outdir(root, rows, settings=SETTINGS, workloads=WORKLOADS, checks=None, hist=None, **meta):
+    """rows: (setting, workload, param, metric, unit, [values by rep])."""
+    d = Path(root)
+    d.mkdir(parents=True, exist_ok=True)
+    m = {"date": "2026-12-02 15:00 UTC", "commit": "abc123def456 (test)", "command": "tools/lab/run --quick",
+         "kernel": "7.2.13+deb14-amd64", "clock": "icount",
+         "topology": {"nodes": 2, "cores_per_node": 2, "threads_per_core": 2}, "host": "test host",
+         "settings": settings, "workloads": workloads}
+    m.update(meta)
+    (d / "meta.json").write_text(json.dumps(m))
+    with open(d / "results.csv", "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["setting", "workload", "param", "rep", "metric", "unit", "value"])
+        for setting, workload, param, metric, unit, values in rows:
+            for rep, v in enumerate(values, 1):
+                w.writerow([setting, workload, param, rep, metric, unit, v])
+    if checks is not None:
+        (d / "checks.txt").write_text("".join(line + "\n" for line in checks))
+    if hist is not None:
+        (d / "latency_hist.json").write_text(json.dumps(hist))
+    return d
+
+
+def run(*args):
+    p = subprocess.run([sys.executable, str(REPORT), *map(str, args)], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def report_csv(d):
+    with open(Path(d) / "report.csv") as f:
+        return {(r["workload"], r["param"], r["metric"], r["setting"]): r for r in csv.DictReader(f)}
+
+
+def amean_line(md, metric, param=""):
+    """The Amean line of METRIC (and PARAM) in the mmtests block of the report."""
+    name = metric + (f" {param}" if param else "")
+    for line in md.splitlines():
+        if re.match(rf"Amean\s+{re.escape(name)}\s", line):
+            return line
+    raise AssertionError(f"no Amean line for {name!r}")
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="test-report-"))
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def render(self, d, *extra):
+        rc, out, err = run(d, *extra)
+        self.assertEqual(rc, 0, err)
+        return (Path(d) / "report.md").read_text(), report_csv(d)
+
+    def assert_one_line_error(self, args, *fragments):
+        rc, out, err = run(*args)
+        self.assertEqual(rc, 1, f"exit status, stderr {err!r}")
+        self.assertNotIn("Traceback", err)
+        lines = err.strip().splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertTrue(lines[0].startswith("report: "), lines[0])
+        for frag in fragments:
+            self.assertIn(frag, lines[0])
+
+
+class Statistics(Base):
+    def test_significant_difference_is_marked(self):
+        d = make_outdir(self.tmp / "o", [
+            ("eevdf", "tbench", "", "value", "MB/s", [100.0, 101.0, 99.0]),
+            ("wakelab", "tbench", "", "value", "MB/s", [150.0, 151.0, 149.0]),
+            ("rustland", "tbench", "", "value", "MB/s", [100.5, 101.5, 99.5])])
+        md, rows = self.render(d)
+        wl, rl = rows[("tbench", "", "value", "wakelab")], rows[("tbench", "", "value", "rustland")]
+        self.assertEqual(wl["significant"], "yes")
+        self.assertEqual(rl["significant"], "no")  # 0.5 apart, bands of ±1.96 overlap
+        line = amean_line(md, "value")
+        self.assertIn("*   50.00%*", line)          # higher is better: +50% is a gain
+        self.assertIn("    0.50% ", line)           # rustland: no marker
+        self.assertEqual(line.count("*"), 2)
+
+    def test_marker_follows_the_band_rule_at_its_edge(self):
+        # means 10 and 10 + d, both sd 1: significant iff d > 1.96 * 2
+        for d_mean, want in ((3.9, "no"), (4.0, "yes")):
+            sd_vals = lambda m: [m - 1, m, m + 1]          # sample sd exactly 1
+            out = make_outdir(self.tmp / f"e{d_mean}", [
+                ("eevdf", "tbench", "", "value", "MB/s", sd_vals(10.0)),
+                ("wakelab", "tbench", "", "value", "MB/s", sd_vals(10.0 + d_mean))])
+            _, rows = self.render(out)
+            self.assertEqual(rows[("tbench", "", "value", "wakelab")]["significant"], want, d_mean)
+
+    def test_fewer_than_two_values_never_marked(self):
+        d = make_outdir(self.tmp / "o", [
+            ("eevdf", "tbench", "", "value", "MB/s", [100.0]),
+            ("wakelab", "tbench", "", "value", "MB/s", [500.0]),
+            ("eevdf", "tbench", "", "migrations", "count", [10, 10]),
+            ("wakelab", "tbench", "", "migrations", "count", [900])])
+        md, rows = self.render(d)
+        for metric in ("value", "migrations"):
+            self.assertEqual(rows[("tbench", "", metric, "wakelab")]["significant"], "")
+            self.assertNotIn("*", amean_line(md, metric))
+        self.assertAlmostEqual(float(rows[("tbench", "", "value", "wakelab")]["delta_pct"]), 400.0)
+
+    def test_delta_pct_sign_follows_better_and_counts_show_plain_change(self):
+        d = make_outdir(self.tmp / "o", [
+            ("eevdf", "hackbench-pipe", "4", "value", "s", [1.0, 1.0]),
+            ("wakelab", "hackbench-pipe", "4", "value", "s", [1.2, 1.2]),
+            ("eevdf", "tbench", "", "value", "MB/s", [100.0, 100.0]),
+            ("wakelab", "tbench", "", "value", "MB/s", [120.0, 120.0]),
+            ("eevdf", "tbench", "", "migrations", "count", [50, 50]),
+            ("wakelab", "tbench", "", "migrations", "count", [60, 60])])
+        md, rows = self.render(d)
+        hb = rows[("hackbench-pipe", "4", "value", "wakelab")]
+        tb = rows[("tbench", "", "value", "wakelab")]
+        mg = rows[("tbench", "", "migrations", "wakelab")]
+        self.assertAlmostEqual(float(hb["delta_pct"]), -20.0)   # slower: a loss
+        self.assertAlmostEqual(float(tb["delta_pct"]), 20.0)    # more throughput: a gain
+        self.assertAlmostEqual(float(mg["delta_pct"]), 20.0)    # 20% more migrations
+        self.assertAlmostEqual(float(hb["ratio_to_eevdf"]), 1.2)
+        self.assertAlmostEqual(float(tb["ratio_to_eevdf"]), 1.2)
+        # zero spread on both sides and different means: the bands cannot overlap
+        self.assertEqual(hb["significant"], "yes")
+        self.assertIn("(  0.00%)", amean_line(md, "value", "4"))
+        self.assertNotIn("-0.00", md)
+
+    def test_baseline_option_changes_delta_but_not_ratio_to_eevdf(self):
+        d = make_outdir(self.tmp / "o", [
+            ("eevdf", "tbench", "", "value", "MB/s", [100.0, 100.0]),
+            ("wakelab", "tbench", "", "value", "MB/s", [200.0, 200.0]),
+            ("rustland", "tbench", "", "value", "MB/s", [50.0, 50.0])])
+        _, rows = self.render(d, "--baseline", "wakelab")
+        rl = rows[("tbench", "", "value", "rustland")]
+        self.assertEqual(rl["baseline"], "wakelab")
+        self.assertAlmostEqual(float(rl["delta_pct"]), -75.0)
+        self.assertAlmostEqual(float(rl["ratio_to_baseline"]), 0.25)
+        self.assertAlmostEqual(float(rl["ratio_to_eevdf"]), 0.5)
+
+    def test_default_baseline_without_eevdf_is_the_first_setting(self):
+        settings = [{"name": "a", "kind": "wakelab"}, {"name": "b", "kind": "peer"}]
+        d = make_outdir(self.tmp / "o", [("a", "tbench", "", "value", "MB/s", [10, 10]),
+                                         ("b", "tbench", "", "value", "MB/s", [20, 20])], settings=settings)
+        md, rows = self.render(d)
+        self.assertEqual(rows[("tbench", "", "value", "b")]["baseline"], "a")
+        self.assertEqual(rows[("tbench", "", "value", "b")]["ratio_to_eevdf"], "")
+        self.assertIn("no EEVDF setting", md)
+
+    def test_missing_cell_shown_as_missing(self):
+        d = make_outdir(self.tmp / "o", [
+            ("eevdf", "tbench", "", "value", "MB/s", [100.0, 100.0]),
+            ("wakelab", "tbench", "", "value", "MB/s", [120.0, 120.0])])   # no rustland rows
+        md, rows = self.render(d)
+        rl = rows[("tbench", "", "value", "rustland")]
+        self.assertEqual((rl["n"], rl["amean"], rl["ratio_to_eevdf"]), ("0", "", ""))
+        cells = amean_line(md, "value").split()
+        self.assertEqual(cells[-1], "—")                 # the rustland column
+        self.assertRegex(md, r"\| tbench \| MB/s \| 1\.20\* \| — \|")
+
+    def test_mmstats_rules(self):
+        self.assertEqual(mmstats.mean_sd([]), (None, None))
+        self.assertEqual(mmstats.mean_sd([3.0]), (3.0, 0.0))
+        m, sd = mmstats.mean_sd([1.0, 2.0, 3.0])
+        self.assertEqual((m, sd), (2.0, 1.0))
+        self.assertFalse(mmstats.significant((1, 1.0, 0.0), (5, 9.0, 0.1)))
+        self.assertTrue(mmstats.significant((2, 1.0, 0.0), (2, 1.1, 0.0)))
+        self.assertFalse(mmstats.significant((2, 1.0, 0.0), (2, 1.0, 0.0)))
+        self.assertEqual(mmstats.gain_pct(None, 1.0, "lower"), None)
+        self.assertEqual(mmstats.gain_pct(1.0, 0.0, "lower"), None)
+        self.assertEqual(mmstats.percentile_le([(1, 0), (2, 0)], 50), None)
+        self.assertEqual(mmstats.percentile_le(mmstats.log2_buckets([0, 4, 0, 1]), 50), 4)
+
+
+class Layout(Base):
+    def test_placement_first_in_vm_timings_first_on_a_host(self):
+        rows = [("eevdf", "tbench", "", m, u, [1, 2]) for m, u in (("value", "MB/s"), ("migrations", "count"))]
+        for clock, first in (("icount", "migrations"), ("host", "value")):
+            d = make_outdir(self.tmp / clock, rows, clock=clock)
+            md, _ = self.render(d)
+            block = md.split("### tbench")[1]
+            order = [m for m in ("value", "migrations") if f"Amean  {m}" in block]
+            self.assertEqual(len(order), 2)
+            self.assertEqual(sorted(order, key=lambda m: block.index(f"Amean  {m}"))[0], first, clock)
+            self.assertIn("What this clock can show", md)
+        vm_md = (self.tmp / "icount/report.md").read_text()
+        self.assertIn("serialises all vCPUs", vm_md)
+        self.assertIn("Placement counts", vm_md)
+        self.assertIn("timings are the primary evidence", (self.tmp / "host/report.md").read_text())
+
+    def test_run_facts_and_checks_are_shown(self):
+        d = make_outdir(self.tmp / "o", [("eevdf", "tbench", "", "value", "MB/s", [1, 2])],
+                        checks=["CHECK PASS seed1_xnode wakelab 9 vs eevdf 60 cross-node moves",
+                                "CHECK FAIL seed3_affine affine rate 40% not below 35%"],
+                        command="tools/lab/run --reps 3 --topology 2x2x2")
+        md, _ = self.render(d)
+        for text in ("tools/lab/run --reps 3 --topology 2x2x2", "7.2.13+deb14-amd64", "abc123def456",
+                     "nodes 2; cores_per_node 2; threads_per_core 2", "test host", "2026-12-02 15:00 UTC",
+                     "**1 of 2 checks passed.**", "Failed: `seed3_affine`", "| **FAIL** | `seed3_affine` |"):
+            self.assertIn(text, md)
+
+    def test_latency_percentiles_and_shapes(self):
+        buckets = [{"le_ns": 1000, "count": 50}, {"le_ns": 2000, "count": 49}, {"le_ns": 4000, "count": 1}]
+        shapes = {
+            "by_setting": {"wakelab": buckets},
+            "list": [{"setting": "wakelab", "buckets": buckets}],
+            "wrapped": {"settings": {"wakelab": {"buckets": [[b["le_ns"], b["count"]] for b in buckets]}}},
+        }
+        for name, hist in shapes.items():
+            d = make_outdir(self.tmp / name, [("eevdf", "tbench", "", "value", "MB/s", [1, 2])], hist=hist)
+            md, _ = self.render(d)
+            self.assertIn("| wakelab | 100 | ≤ 1 µs | ≤ 2 µs |", md, name)
+            self.assertTrue((d / "plots/latency.svg").is_file(), name)
+        # the agent's own log2 list: bucket i holds values up to 2 << i ns
+        d = make_outdir(self.tmp / "log2", [("eevdf", "tbench", "", "value", "MB/s", [1, 2])],
+                        hist={"wakelab": [0, 0, 0, 0, 0, 0, 0, 0, 0, 10]})
+        md, _ = self.render(d)
+        self.assertIn("| wakelab | 10 | ≤ 1.024 µs | ≤ 1.024 µs |", md)
+
+
+class Plots(Base):
+    def sweep_dir(self):
+        rows = []
+        for groups, base in (("1", 1.0), ("2", 1.5), ("4", 2.4), ("8", 4.5)):
+            for s, f in (("eevdf", 1.0), ("wakelab", 0.8), ("rustland", 0.9)):
+                rows.append((s, "hackbench-pipe", groups, "value", "s", [base * f, base * f * 1.02]))
+                rows.append((s, "hackbench-pipe", groups, "migrations", "count", [int(100 * base * f), 90]))
+                rows.append((s, "hackbench-pipe", groups, "cross_node_migrations", "count", [10, 12]))
+        return make_outdir(self.tmp / "o", rows, hist={"wakelab": [{"le_ns": 1000, "count": 5}],
+                                                      "rustland": [{"le_ns": 2000, "count": 5}]})
+
+    def series(self, path):
+        root = ET.parse(path).getroot()      # raises on malformed XML
+        self.assertTrue(root.tag.endswith("svg"))
+        return [g for g in root.iter() if g.tag.endswith("}g") and g.get("class") == "series"]
+
+    def test_svgs_are_well_formed_with_one_series_per_setting(self):
+        d = self.sweep_dir()
+        md, _ = self.render(d)
+        names = sorted(p.name for p in (d / "plots").iterdir())
+        self.assertEqual(names, ["latency.svg", "migrations-hackbench-pipe.svg", "sweep-hackbench-pipe.svg"])
+        for n in names:
+            self.assertIn(f"(plots/{n})", md)
+        sweep = self.series(d / "plots/sweep-hackbench-pipe.svg")
+        self.assertEqual([g.get("data-setting") for g in sweep], ["eevdf", "wakelab", "rustland"])
+        for g in sweep:
+            line = [e for e in g if e.tag.endswith("polyline")]
+            self.assertEqual(len(line), 1)
+            self.assertEqual(len(line[0].get("points").split()), 4)   # one point per groups value
+        bars = self.series(d / "plots/migrations-hackbench-pipe.svg")
+        self.assertEqual([g.get("data-setting") for g in bars], ["eevdf", "wakelab", "rustland"])
+        for g in bars:   # per groups value: the migrations bar and its cross-node part
+            self.assertEqual(len([e for e in g if e.tag.endswith("rect")]), 2 * 4 + 1)   # + legend swatch
+        lat = self.series(d / "plots/latency.svg")
+        self.assertEqual([g.get("data-setting") for g in lat], ["wakelab", "rustland"])
+        # a setting keeps its colour from plot to plot
+        line_colour = lambda g: next(e for e in g if e.tag.endswith("polyline")).get("stroke")
+        bar_colour = lambda g: next(e for e in g if e.tag.endswith("rect")).get("fill")
+        self.assertEqual(line_colour(sweep[1]), bar_colour(bars[1]))
+        self.assertEqual(line_colour(sweep[1]), line_colour(lat[0]))
+        self.assertEqual(len({line_colour(g) for g in sweep}), 3)
+
+    def test_sweep_points_are_placed_by_value(self):
+        d = self.sweep_dir()
+        self.render(d)
+        g = self.series(d / "plots/sweep-hackbench-pipe.svg")[0]
+        pts = [tuple(map(float, p.split(","))) for p in
+               next(e for e in g if e.tag.endswith("polyline")).get("points").split()]
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        self.assertEqual(xs, sorted(xs))                 # groups ascending left to right
+        self.assertEqual(ys, sorted(ys, reverse=True))   # larger time = higher up = smaller y
+        # x linear in groups: the gap 4 -> 8 is four times the gap 1 -> 2
+        self.assertAlmostEqual((xs[3] - xs[2]) / (xs[1] - xs[0]), 4.0, places=1)
+
+
+class BadInput(Base):
+    def good_rows(self):
+        return [("eevdf", "tbench", "", "value", "MB/s", [1, 2]), ("wakelab", "tbench", "", "value", "MB/s", [1, 2])]
+
+    def test_missing_files(self):
+        self.assert_one_line_error([self.tmp / "nope"], "not a directory")
+        d = make_outdir(self.tmp / "o", self.good_rows())
+        (d / "results.csv").unlink()
+        self.assert_one_line_error([d], "results.csv", "no such file")
+        d = make_outdir(self.tmp / "p", self.good_rows())
+        (d / "meta.json").unlink()
+        self.assert_one_line_error([d], "meta.json", "no such file")
+
+    def append(self, d, text, name="results.csv"):
+        with open(d / name, "a") as f:
+            f.write(text)
+
+    def test_bad_csv_rows(self):
+        cases = [("wakelab,tbench,,3,value,MB/s\n", "line 6", "6 fields"),
+                 ("wakelab,tbench,,3,value,MB/s,fast\n", "line 6", "not a number"),
+                 ("wakelab,tbench,,2,value,MB/s,3\n", "line 6", "given twice"),
+                 ("scx_nope,tbench,,1,value,MB/s,3\n", "line 6", "unknown setting 'scx_nope'"),
+                 ("wakelab,lat_ctx,,1,value,us,3\n", "line 6", "unknown workload 'lat_ctx'")]
+        for i, (row, *frags) in enumerate(cases):
+            d = make_outdir(self.tmp / f"c{i}", self.good_rows())
+            self.append(d, row)
+            self.assert_one_line_error([d], "results.csv", *frags)
+        d = make_outdir(self.tmp / "hdr", self.good_rows())
+        (d / "results.csv").write_text("setting,workload,value\n")
+        self.assert_one_line_error([d], "header")
+
+    def test_bad_meta_checks_hist_and_options(self):
+        d = make_outdir(self.tmp / "m", self.good_rows())
+        (d / "meta.json").write_text("{not json")
+        self.assert_one_line_error([d], "meta.json", "not JSON")
+        d = make_outdir(self.tmp / "s", self.good_rows(), settings=[])
+        self.assert_one_line_error([d], "'settings' must be a non-empty list")
+        d = make_outdir(self.tmp / "c", self.good_rows(), checks=["CHECK MAYBE x y"])
+        self.assert_one_line_error([d], "checks.txt line 1")
+        d = make_outdir(self.tmp / "h", self.good_rows(), hist={"scx_nope": [{"le_ns": 1, "count": 1}]})
+        self.assert_one_line_error([d], "latency_hist.json", "unknown setting 'scx_nope'")
+        d = make_outdir(self.tmp / "b", self.good_rows())
+        self.assert_one_line_error([d, "--baseline", "bpfland"], "--baseline bpfland")
+        self.assert_one_line_error([d, "--readme", self.tmp / "missing.md"], "missing.md")
+        rc, _, err = run()
+        self.assertEqual(rc, 2)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+
+    def test_empty_value_is_a_missing_measurement_not_an_error(self):
+        d = make_outdir(self.tmp / "e", self.good_rows())
+        self.append(d, "wakelab,tbench,,3,value,MB/s,\n")
+        md, rows = self.render(d)
+        self.assertEqual(rows[("tbench", "", "value", "wakelab")]["n"], "2")
+        self.assertIn("1 row(s) of `results.csv` carried no value", md)
+
+
+class Readme(Base):
+    BEGIN, END = "<!-- lab:begin -->", "<!-- lab:end -->"
+
+    def outdir(self, wl_value=150.0):
+        return make_outdir(self.tmp / "docs/lab/2026-12-02", [
+            ("eevdf", "tbench", "", "value", "MB/s", [100.0, 101.0, 99.0]),
+            ("wakelab", "tbench", "", "value", "MB/s", [wl_value, wl_value + 1, wl_value - 1]),
+            ("rustland", "tbench", "", "value", "MB/s", [100.0, 100.0]),
+            ("eevdf", "tbench", "", "migrations", "count", [10, 12]),
+            ("wakelab", "tbench", "", "migrations", "count", [30, 32]),
+            ("rustland", "tbench", "", "migrations", "count", [11, 12])],
+            checks=["CHECK PASS seed1 ok", "CHECK PASS seed2 ok"])
+
+    def split(self, text):
+        a, b = text.index(self.BEGIN), text.index(self.END) + len(self.END)
+        return text[:a], text[a:b], text[b:]
+
+    def test_real_readme_gets_a_section_and_keeps_everything_else(self):
+        readme = self.tmp / "README.md"
+        original = (ROOT / "README.md").read_text()
+        if self.BEGIN in original:   # already generated once: start from the text without it
+            head, _, tail = self.split(original)
+            original = head.rstrip("\n") + "\n" + tail.lstrip("\n")
+        readme.write_text(original)
+        d = self.outdir()
+        rc, _, err = run(d, "--readme", readme)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("updated", err)
+        first = readme.read_text()
+        head, section, tail = self.split(first)
+        # only blank lines around the new section differ from the original
+        self.assertEqual(head.rstrip("\n") + "\n" + tail.lstrip("\n"), original)
+        self.assertGreater(head.rfind("## Performance"), 0)
+        self.assertNotIn("\n## ", head[head.rfind("## Performance"):])   # inside the Performance section
+        for cmd in ("\n    tools/run --stats 2\n", "\n    tools/test\n"):
+            self.assertEqual(first.count(cmd), original.count(cmd))
+            self.assertEqual(original.count(cmd), 1)
+        self.assertIn("[docs/lab/2026-12-02/report.md](docs/lab/2026-12-02/report.md)", section)
+        self.assertIn("Seed checks: 2 of 2 passed.", section)
+        self.assertRegex(section, r"\| tbench \| migrations \| 2\.82\* \| 1\.05 \|")
+        self.assertRegex(section, r"\| tbench \| MB/s, higher is better \| 1\.50\* \| 1\.00 \|")
+        # idempotent: a second run changes nothing
+        rc, _, err = run(d, "--readme", readme)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("unchanged", err)
+        self.assertEqual(readme.read_text(), first)
+        # new results replace only the section
+        d = self.outdir(wl_value=200.0)
+        rc, _, err = run(d, "--readme", readme)
+        self.assertEqual(rc, 0, err)
+        head2, section2, tail2 = self.split(readme.read_text())
+        self.assertEqual((head2, tail2), (head, tail))
+        self.assertNotEqual(section2, section)
+        self.assertRegex(section2, r"\| tbench \| MB/s, higher is better \| 2\.00\* \|")
+
+    def test_existing_markers_replaced_and_unbalanced_markers_refused(self):
+        readme = self.tmp / "README.md"
+        text = f"# x\n\nintro\n\n{self.BEGIN}\nold numbers\n{self.END}\n\n## After\nkeep\n"
+        readme.write_text(text)
+        rc, _, err = run(self.outdir(), "--readme", readme)
+        self.assertEqual(rc, 0, err)
+        new = readme.read_text()
+        self.assertNotIn("old numbers", new)
+        self.assertTrue(new.startswith("# x\n\nintro\n\n" + self.BEGIN))
+        self.assertTrue(new.endswith(self.END + "\n\n## After\nkeep\n"))
+        readme.write_text(f"# x\n{self.BEGIN}\nno end\n")
+        self.assert_one_line_error([self.outdir(), "--readme", readme], "README.md", "found 1 and 0")
+        readme.write_text("# x\nno performance section\n")
+        self.assert_one_line_error([self.outdir(), "--readme", readme], "## Performance")
+
+
+def main():
+    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    # the last line, as tools/test's count() reads it
+    print(f"{result.testsRun - failed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
