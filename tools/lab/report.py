@@ -66,12 +66,12 @@ class Fail(Exception):
 
 # --------------------------------------------------------------------------- input
 
-def read_text(path, required=True):
+def read_text(path, required=True, what="not a lab output directory?"):
     try:
         return path.read_text()
     except FileNotFoundError:
         if required:
-            raise Fail(f"{path}: no such file (not a lab output directory?)")
+            raise Fail(f"{path}: no such file ({what})")
         return None
     except (OSError, UnicodeDecodeError) as e:
         raise Fail(f"{path}: unreadable: {getattr(e, 'strerror', None) or e}")
@@ -88,17 +88,22 @@ def load_meta(path):
         items = meta.get(key)
         if not isinstance(items, list) or not items:
             raise Fail(f"{path}: '{key}' must be a non-empty list")
-        names = []
         for i, it in enumerate(items):
             if not isinstance(it, dict) or not isinstance(it.get("name"), str) or not it["name"]:
                 raise Fail(f"{path}: {key}[{i}] has no 'name'")
-            names.append(it["name"])
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise Fail(f"{path}: {key} listed twice: {', '.join(dup)}")
+    names = [s["name"] for s in meta["settings"]]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise Fail(f"{path}: settings listed twice: {', '.join(dup)}")
+    first = {}
     for w in meta["workloads"]:
         if w.get("better", "lower") not in ("lower", "higher"):
             raise Fail(f"{path}: workload {w['name']}: 'better' must be lower or higher, not {w['better']!r}")
+        # A workload may be listed once per sweep value; its unit and direction are one.
+        f = first.setdefault(w["name"], w)
+        for k in ("unit", "better"):
+            if f.get(k) != w.get(k):
+                raise Fail(f"{path}: workload {w['name']} listed with {k} {f.get(k)!r} and {w.get(k)!r}")
     return meta
 
 
@@ -118,12 +123,15 @@ class Lab:
         self.meta = load_meta(outdir / "meta.json")
         self.settings = [s["name"] for s in self.meta["settings"]]
         self.kind = {s["name"]: s.get("kind", "?") for s in self.meta["settings"]}
-        self.workloads = {w["name"]: w for w in self.meta["workloads"]}
+        self.workloads = {}
+        for w in self.meta["workloads"]:
+            self.workloads.setdefault(w["name"], w)
         self.values = {}   # (workload, param, metric) -> {setting: {rep: value}}
         self.units = {}    # (workload, param, metric) -> unit
         self.empty = 0     # rows with an empty value (a measurement that produced none)
         self.load_results(outdir / "results.csv")
         self.checks = self.load_checks(outdir / "checks.txt")
+        self.hist_what = ""
         self.hist = self.load_hist(outdir / "latency_hist.json")
 
     def load_results(self, path):
@@ -171,6 +179,19 @@ class Lab:
             self.units.setdefault(key, unit)
         if not self.values:
             raise Fail(f"{path}: no measurements")
+        # meta's "param" names the sweep ("groups") or, listed once per value, is the value
+        self.param_name = {}
+        for w in self.workloads:
+            values = {k[1] for k in self.values if k[0] == w}
+            values |= {str(x.get("param", "")) for x in self.meta["workloads"] if x["name"] == w} \
+                if sum(1 for x in self.meta["workloads"] if x["name"] == w) > 1 else set()
+            name = str(self.workloads[w].get("param") or "")
+            self.param_name[w] = name if name and name not in values else ""
+
+    def ran(self, workload):
+        """Settings with any measurement of WORKLOAD, in meta order."""
+        have = {s for k, per in self.values.items() if k[0] == workload for s in per}
+        return [s for s in self.settings if s in have]
 
     @staticmethod
     def load_checks(path):
@@ -199,8 +220,13 @@ class Lab:
             data = json.loads(text)
         except ValueError as e:
             raise Fail(f"{path}: not JSON: {e}")
-        if isinstance(data, dict) and set(data) & {"settings", "histograms"} and len(data) <= 2:
-            data = data.get("settings", data.get("histograms"))
+        self.hist_what = ""
+        for wrapper in ("settings", "histograms"):
+            if isinstance(data, dict) and isinstance(data.get(wrapper), (dict, list)):
+                # {"what": ..., "unit": ..., "settings": {...}}: the rest describes the histograms
+                self.hist_what = str(data.get("what") or "")
+                data = data[wrapper]
+                break
         out = {}
         if isinstance(data, list):
             for i, ent in enumerate(data):
@@ -209,7 +235,7 @@ class Lab:
                 label = str(ent["setting"])
                 if ent.get("workload"):
                     label += f" / {ent['workload']}"
-                self.hist_entry(path, out, label, ent.get("buckets", ent.get("hist")))
+                self.hist_entry(path, out, label, bucket_field(ent))
         elif isinstance(data, dict):
             for name, v in data.items():
                 self.hist_entry(path, out, name, v)
@@ -231,7 +257,7 @@ class Lab:
         if buckets is not None:
             out[label] = buckets
         elif isinstance(v, dict):
-            inner = v.get("buckets", v.get("hist"))
+            inner = bucket_field(v)
             if inner is not None:
                 b = parse_buckets(inner)
                 if b is None:
@@ -244,6 +270,11 @@ class Lab:
         elif isinstance(v, list):
             raise Fail(f"{path}: {label}: buckets not understood")
         # scalars next to histograms (units, notes) are not histograms: skipped
+
+
+def bucket_field(d):
+    """The buckets of a histogram object: "buckets", "hist" or "counts" (log2 list)."""
+    return next((d[k] for k in ("buckets", "hist", "counts") if k in d), None)
 
 
 def parse_buckets(v):
@@ -298,33 +329,35 @@ class Cell:
 
 
 def compare(lab, baseline, eevdf):
-    """[row]: row = dict workload, param, metric, unit, better, cells {setting: Cell} with
-    .gain (vs baseline, %), .ratio (to baseline), .ratio_eevdf, .sig (vs baseline), .sig_eevdf."""
+    """[row]: row = dict workload, param, metric, unit, better, base, cells {setting: Cell} with
+    .gain (vs base, %), .ratio (to base), .ratio_eevdf, .sig (vs base), .sig_eevdf. base is the
+    baseline, or where the baseline did not run the workload, the first setting that did."""
     rows = []
     wl_order = list(lab.workloads)
+    ran = {w: lab.ran(w) for w in lab.workloads}
     for key in sorted(lab.values, key=lambda k: (wl_order.index(k[0]), param_key(k[1]), metric_order(k[2]))):
         workload, param, metric = key
+        base = baseline if baseline in ran[workload] else ran[workload][0]
         per = lab.values[key]
         better = lab.workloads[workload].get("better", "lower") if metric == "value" else None
         cells = {s: Cell([per[s][r] for r in sorted(per[s], key=param_key)]) if s in per else Cell([])
                  for s in lab.settings}
         for s, c in cells.items():
-            for ref, suffix in ((baseline, ""), (eevdf, "_eevdf")):
+            for ref, suffix in ((base, ""), (eevdf, "_eevdf")):
                 b = cells.get(ref) if ref else None
                 ok = b is not None and c.mean is not None and b.mean is not None
                 setattr(c, "ratio" + suffix, c.mean / b.mean if ok and b.mean else None)
                 setattr(c, "sig" + suffix, ok and s != ref and
                         significant((c.n, c.mean, c.sd), (b.n, b.mean, b.sd)))
-            b = cells[baseline]
-            c.gain = gain_pct(c.mean, b.mean, better)
-        rows.append({"workload": workload, "param": param, "metric": metric,
+            c.gain = gain_pct(c.mean, cells[base].mean, better)
+        rows.append({"workload": workload, "param": param, "metric": metric, "base": base,
                      "unit": lab.units[key], "better": better, "cells": cells})
     return rows
 
 
 def param_label(lab, workload, param):
-    pname = lab.workloads[workload].get("param") or "param"
-    return f"{pname} {param}" if param != "" else ""
+    pname = lab.param_name[workload]
+    return f"{pname} {param}" if pname and param != "" else param
 
 
 # --------------------------------------------------------------------------- clock
@@ -335,7 +368,7 @@ def clock_kind(clock):
         return "icount"
     if any(k in c for k in ("host", "real", "native", "bare")):
         return "host"
-    if any(k in c for k in ("tcg", "multi", "mttcg", "thread")):
+    if c == "mt" or any(k in c for k in ("tcg", "multi", "thread")):
         return "mttcg"
     return "unknown"
 
@@ -560,7 +593,7 @@ def write_plots(lab, rows, plots_dir):
     for workload in lab.workloads:
         wrows = [r for r in rows if r["workload"] == workload]
         params = sorted({r["param"] for r in wrows}, key=param_key)
-        pname = lab.workloads[workload].get("param") or "param"
+        pname = lab.param_name[workload] or "parameter"
         prim = [r for r in wrows if r["metric"] == "value"]
         numeric = all(param_key(p)[0] == 0 for p in params)
         if len(prim) > 1 and numeric:
@@ -629,6 +662,7 @@ def write_csv(path, rows, baseline, eevdf):
                     "baseline", "delta_pct", "ratio_to_baseline", "significant",
                     "ratio_to_eevdf", "significant_vs_eevdf", "values"])
         for r in rows:
+            baseline = r["base"]
             for s, c in r["cells"].items():
                 g = lambda v, spec: "" if v is None else format(v, spec)
                 w.writerow([r["workload"], r["param"], r["metric"], r["unit"], r["better"] or "", s, c.n,
@@ -641,16 +675,17 @@ def write_csv(path, rows, baseline, eevdf):
                             ";".join(f"{v:g}" for v in c.values)])
 
 
-def mm_block(lab, wrows, baseline):
+def mm_block(wrows, columns):
     """mmtests compare layout: Amean/Stddev lines per metric and param, a column per setting
-    with the % difference to the baseline and * around it when significant."""
+    with the % difference to the row's base and * around it when significant."""
     names = [r["metric"] + (f" {r['param']}" if r["param"] != "" else "") for r in wrows]
     col, lab_w = 24, 7 + max(27, max(len(n) + 1 for n in names))
-    L = [" " * lab_w + "".join(f"{s[:col - 2]:>{col}}" for s in lab.settings)]
+    L = [" " * lab_w + "".join(f"{s[:col - 2]:>{col}}" for s in columns)]
     for r, name in zip(wrows, names):
         dec = 1 if r["unit"] == "count" else 4
+        baseline = r["base"]
         am, sd = f"{'Amean':<7}{name:<{lab_w - 7}}", f"{'Stddev':<7}{name:<{lab_w - 7}}"
-        for s in lab.settings:
+        for s in columns:
             c = r["cells"][s]
             if c.mean is None:
                 am += f"{'—':>{col}}"
@@ -672,8 +707,10 @@ def block_legend(lab, workload, wrows):
             metrics.append(r["metric"])
     parts = [f"`value` = {w.get('unit') or 'the workload metric'} ({w.get('better', 'lower')} is better)"
              if m == "value" else f"`{m}` = {METRIC_LABEL.get(m) or m}" for m in metrics]
-    if w.get("param"):
-        parts.append(f"the number after a metric is {w['param']}")
+    if lab.param_name[workload]:
+        parts.append(f"the number after a metric is {lab.param_name[workload]}")
+    elif any(r["param"] for r in wrows):
+        parts.append("the word after a metric is the run's parameter")
     return "; ".join(parts) + "."
 
 
@@ -735,23 +772,39 @@ def write_md(path, lab, rows, baseline, eevdf, plots):
     command = m.get("command")
     if isinstance(command, list):   # an argv rather than a shell line
         command = shlex.join(str(c) for c in command)
-    L += checks_lines(lab.checks) + ["", "## Command", "", "```sh", str(command or "(not recorded)"), "```", "",
-                                     "## Setup", ""]
+    L += checks_lines(lab.checks) + ["", "## Command", "", "```sh", str(command or "(not recorded)"), "```", ""]
+    if m.get("vm_command"):
+        L += ["which ran one VM:", "", "```sh", describe(m["vm_command"]), "```", ""]
+    L += ["## Setup", ""]
+    clock = describe(m.get("clock")) + (f" — {m['clock_detail']}" if m.get("clock_detail") else "")
     for k, v in (("Date", m.get("date")), ("Commit", m.get("commit")), ("Kernel", m.get("kernel")),
-                 ("Clock", m.get("clock")), ("Topology", m.get("topology")), ("Host", m.get("host"))):
-        L.append(f"- **{k}:** {describe(v)}")
+                 ("Clock", clock), ("Topology", m.get("topology")), ("Host", m.get("host")),
+                 ("Profile", m.get("profile")), ("Repetitions", m.get("reps")), ("Sizes", m.get("sizes"))):
+        if v not in (None, "") or k in ("Date", "Commit", "Kernel", "Clock", "Topology", "Host"):
+            L.append(f"- **{k}:** {describe(v)}")
+    failed = m.get("failed_blocks") or []
+    if m.get("guest_finished") is False:
+        L.append(f"- **The guest did not finish** ({describe(m.get('vm_outcome'))}): the tables hold what "
+                 "it printed before it stopped.")
+    if failed:
+        L.append("- **Blocks left out of the means:** " + "; ".join(
+            describe(b) if not isinstance(b, dict) else
+            f"{b.get('setting', '?')} rep {b.get('rep', '?')}: {b.get('status', '?')}" for b in failed))
     L.append("- **Settings:**")
     for s in m["settings"]:
         args = s.get("args")
         args = " ".join(args) if isinstance(args, list) else (args or "")
         L.append(f"  - `{s['name']}` ({s.get('kind', '?')})" + (f": `{args}`" if args else ""))
     L.append("- **Workloads:**")
-    for w in m["workloads"]:
-        extra = f", sweep over {w['param']}" if w.get("param") else ""
-        L.append(f"  - `{w['name']}`: {w.get('unit', '?')}, {w.get('better', 'lower')} is better{extra}")
+    for name, w in lab.workloads.items():
+        params = sorted({k[1] for k in lab.values if k[0] == name and k[1] != ""}, key=param_key)
+        extra = (f", {lab.param_name[name] or 'parameter'} {', '.join(params)}" if params else "")
+        cmd = f": `{w['command']}`" if w.get("command") else ""
+        L.append(f"  - `{name}` ({w.get('unit', '?')}, {w.get('better', 'lower')} is better{extra}){cmd}")
     L += ["", "## Results per workload", "",
-          f"Amean and sample Stddev over the reps per setting, in mmtests' compare layout. Baseline column: "
-          f"**{baseline}**. For the workload's own metric the % is the gain over the baseline as mmtests "
+          f"Amean and sample Stddev over the reps per setting, in mmtests' compare layout, for the settings "
+          f"that ran the workload. Baseline column: **{baseline}** (where it did not run a workload, the "
+          "first setting that did, named above the table). For the workload's own metric the % is the gain over the baseline as mmtests "
           "prints it (positive = better); for counts it is the plain change (positive = more). `*` around "
           "it marks a significant difference: the bands mean ± 1.96·stddev of the setting and the baseline "
           "do not overlap (none possible with fewer than 2 values). `—` = no value recorded for that "
@@ -763,15 +816,28 @@ def write_md(path, lab, rows, baseline, eevdf, plots):
                  "they are left out of the means.")
     L.append("")
     for workload in lab.workloads:
-        wrows = ordered_metric_groups([r for r in rows if r["workload"] == workload], host_first)
-        if not wrows:
+        allrows = ordered_metric_groups([r for r in rows if r["workload"] == workload], host_first)
+        if not allrows:
             L += [f"### {workload}", "", "No measurements recorded.", ""]
             continue
-        ns = sorted({r["cells"][s].n for r in wrows for s in lab.settings})
-        L += [f"### {workload}", "", block_legend(lab, workload, wrows) + f" Reps per cell: "
-              f"{', '.join(map(str, ns))}.", "", "```"]
-        L += mm_block(lab, wrows, baseline)
-        L += ["```", ""]
+        columns = lab.ran(workload)
+        wrows = [r for r in allrows if not r["metric"].startswith("wl:")]
+        counters = [r for r in allrows if r["metric"].startswith("wl:")
+                    and any(r["cells"][s].mean for s in columns)]
+        ns = sorted({r["cells"][s].n for r in (wrows or allrows) for s in columns} - {0})
+        notes = [block_legend(lab, workload, wrows or allrows), f"Reps per cell: {', '.join(map(str, ns))}."]
+        if allrows[0]["base"] != baseline:
+            notes.append(f"**Baseline here: {allrows[0]['base']}** ({baseline} did not run this workload).")
+        absent = [s for s in lab.settings if s not in columns]
+        if absent:
+            notes.append(f"Not run: {', '.join(absent)}.")
+        L += [f"### {workload}", "", " ".join(notes), ""]
+        if wrows:
+            L += ["```"] + mm_block(wrows, columns) + ["```", ""]
+        if counters:
+            have = [s for s in columns if any(r["cells"][s].mean is not None for r in counters)]
+            L += [f"<details><summary>scx_wakelab counters over the run ({len(counters)} not zero)</summary>",
+                  "", "```"] + mm_block(counters, have) + ["```", "", "</details>", ""]
     L += ["## Ratios to EEVDF", ""]
     if eevdf is None:
         L += ["This run has no EEVDF setting (kind `eevdf`), so there are no ratios to it.", ""]
@@ -791,8 +857,9 @@ def write_md(path, lab, rows, baseline, eevdf, plots):
     if not lab.hist:
         L += ["No `latency_hist.json` in this output directory.", ""]
     else:
-        L += ["The agent's decision latency per setting, from its histogram: a percentile is the upper "
-              "bound of the bucket that holds it, under this run's clock.", ""]
+        L += [(f"{lab.hist_what.rstrip('.')}. " if lab.hist_what else
+               "The agent's decision latency per setting, from its histogram. ")
+              + "A percentile is the upper bound of the bucket that holds it, in this run's clock.", ""]
         L += hist_table(lab) + [""]
         if any(f == "latency.svg" for _, f in plots):
             L += ["![decision latency](plots/latency.svg)", ""]
@@ -824,37 +891,50 @@ def readme_section(lab, rows, eevdf, readme, outdir):
     if eevdf is None:
         L += ["(This run has no EEVDF setting, so there are no ratios to it.)"]
     else:
-        L += [f"Ratio to EEVDF per workload (geometric mean over a sweep's parameters; `*` = every "
-              "parameter significant by the mmtests rule), "
+        L += [f"Ratio of each setting's mean to EEVDF's (`*` = significant by the mmtests rule: the "
+              "mean ± 1.96·stddev bands do not overlap; a numeric sweep is summarised by the geometric "
+              "mean of its ratios, `*` when every point is significant), "
               + ("timings first: a real sched_ext host." if kind == "host" else
                  "placement counts first: in the VM they are the evidence, timings only ratios within the run."), ""]
-        others = [s for s in lab.settings if s != eevdf]
+        # The columns: settings run on everything EEVDF ran (the main comparison); seed flips
+        # run on a few workloads only and speak through the checks and the full report.
+        theirs = {(r["workload"], r["param"]) for r in rows if r["cells"][eevdf].mean is not None}
+        others = [s for s in lab.settings if s != eevdf and
+                  theirs <= {(r["workload"], r["param"]) for r in rows if r["cells"][s].mean is not None}]
+        others = others or [s for s in lab.settings if s != eevdf]
         L += ["| workload | metric | " + " | ".join(others) + " |", "|---|---|" + "---|" * len(others)]
         metrics = ["migrations", "value"] if kind != "host" else ["value", "migrations"]
         for metric in metrics:
             for workload in lab.workloads:
-                wr = [r for r in rows if r["workload"] == workload and r["metric"] == metric]
+                wr = [r for r in rows if r["workload"] == workload and r["metric"] == metric
+                      and r["cells"][eevdf].mean is not None]
                 if not wr:
                     continue
-                cells = []
-                for s in others:
-                    rs = [r["cells"][s].ratio_eevdf for r in wr]
-                    if any(x is None or x <= 0 for x in rs):
-                        cells.append("—")
-                        continue
-                    gm = math.exp(sum(math.log(x) for x in rs) / len(rs))
-                    sig = all(r["cells"][s].sig_eevdf for r in wr)
-                    cells.append(f"{gm:.2f}{'*' if sig else ''}")
-                what = "migrations" if metric == "migrations" else \
-                    f"{wr[0]['unit']}, {wr[0]['better']} is better"
-                L.append(f"| {workload} | {what} | " + " | ".join(cells) + " |")
+                params = [r["param"] for r in wr]
+                sweep = len(wr) > 1 and all(param_key(p)[0] == 0 for p in params)
+                groups = [(f"{workload} ({lab.param_name[workload] or 'parameter'} {', '.join(params)}, "
+                           "geometric mean)", wr)] if sweep else \
+                    [(workload + (f" ({param_label(lab, workload, r['param'])})" if r["param"] else ""), [r])
+                     for r in wr]
+                what = "migrations" if metric == "migrations" else f"{wr[0]['unit']}, {wr[0]['better']} is better"
+                for label, group in groups:
+                    cells = []
+                    for s in others:
+                        rs = [r["cells"][s].ratio_eevdf for r in group]
+                        if any(x is None or x <= 0 for x in rs):
+                            cells.append("—")
+                            continue
+                        gm = math.exp(sum(math.log(x) for x in rs) / len(rs))
+                        sig = all(r["cells"][s].sig_eevdf for r in group)
+                        cells.append(f"{gm:.2f}{'*' if sig else ''}")
+                    L.append(f"| {label} | {what} | " + " | ".join(cells) + " |")
     L += ["", END]
     return "\n".join(L)
 
 
 def update_readme(readme, section):
     path = Path(readme)
-    text = read_text(path)
+    text = read_text(path, what="--readme names the README to update")
     nb, ne = text.count(BEGIN), text.count(END)
     if nb == 1 and ne == 1 and text.index(BEGIN) < text.index(END):
         a, b = text.index(BEGIN), text.index(END) + len(END)

@@ -178,13 +178,35 @@ class Statistics(Base):
     def test_missing_cell_shown_as_missing(self):
         d = make_outdir(self.tmp / "o", [
             ("eevdf", "tbench", "", "value", "MB/s", [100.0, 100.0]),
-            ("wakelab", "tbench", "", "value", "MB/s", [120.0, 120.0])])   # no rustland rows
+            ("wakelab", "tbench", "", "value", "MB/s", [120.0, 120.0]),
+            ("eevdf", "tbench", "", "migrations", "count", [5, 6]),
+            ("rustland", "tbench", "", "migrations", "count", [7, 8])])   # rustland: no value
         md, rows = self.render(d)
         rl = rows[("tbench", "", "value", "rustland")]
         self.assertEqual((rl["n"], rl["amean"], rl["ratio_to_eevdf"]), ("0", "", ""))
         cells = amean_line(md, "value").split()
         self.assertEqual(cells[-1], "—")                 # the rustland column
+        self.assertEqual(amean_line(md, "migrations").split()[-3], "—")   # wakelab's migrations
         self.assertRegex(md, r"\| tbench \| MB/s \| 1\.20\* \| — \|")
+
+    def test_settings_that_did_not_run_a_workload_and_the_fallback_baseline(self):
+        d = make_outdir(self.tmp / "o", [
+            ("eevdf", "tbench", "", "value", "MB/s", [100.0, 100.0]),
+            ("wakelab", "tbench", "", "value", "MB/s", [120.0, 120.0]),
+            # eevdf did not run hackbench: wakelab is the base there
+            ("wakelab", "hackbench-pipe", "4", "value", "s", [2.0, 2.0]),
+            ("rustland", "hackbench-pipe", "4", "value", "s", [1.0, 1.0])])
+        md, rows = self.render(d)
+        tb = md.split("### tbench")[1]
+        self.assertIn("Not run: rustland.", tb)
+        self.assertNotIn("rustland", tb.split("```")[1])      # no empty column for it
+        hb = md.split("### hackbench-pipe")[1].split("###")[0]
+        self.assertIn("**Baseline here: wakelab** (eevdf did not run this workload)", hb)
+        self.assertIn("Not run: eevdf.", hb)
+        r = rows[("hackbench-pipe", "4", "value", "rustland")]
+        self.assertEqual(r["baseline"], "wakelab")
+        self.assertAlmostEqual(float(r["delta_pct"]), 50.0)
+        self.assertEqual(r["ratio_to_eevdf"], "")
 
     def test_mmstats_rules(self):
         self.assertEqual(mmstats.mean_sd([]), (None, None))
@@ -244,6 +266,57 @@ class Layout(Base):
                         hist={"wakelab": [0, 0, 0, 0, 0, 0, 0, 0, 0, 10]})
         md, _ = self.render(d)
         self.assertIn("| wakelab | 10 | ≤ 1.024 µs | ≤ 1.024 µs |", md)
+
+
+class RunnerShapes(Base):
+    """The shapes tools/lab/run writes: a workload listed once per sweep value (param = the
+    value), clock "mt", scx_wakelab counters as wl:* metrics, the histogram wrapped with a
+    description and log2 "counts" per setting."""
+
+    def test_runner_output(self):
+        workloads = [{"name": "hackbench-process-pipes", "unit": "s", "better": "lower", "param": g,
+                      "command": "hackbench -p -g GROUPS -l LOOPS"} for g in ("1", "2", "4")]
+        workloads += [{"name": "seed1-qperf", "unit": "us", "better": "lower", "param": p, "command": "qperf"}
+                      for p in ("plain", "rps+hogs")]
+        rows = []
+        for s, f in (("eevdf", 1.0), ("wakelab", 0.8), ("rustland", 0.9)):
+            for g in ("1", "2", "4"):
+                rows.append((s, "hackbench-process-pipes", g, "value", "s", [f * int(g), f * int(g) + 0.01]))
+        for s, plain, hogs in (("eevdf", 10, 60), ("wakelab", 9, 50), ("rustland", 11, 70)):
+            rows.append((s, "seed1-qperf", "plain", "cross_node_migrations", "count", [plain, plain + 1]))
+            rows.append((s, "seed1-qperf", "rps+hogs", "cross_node_migrations", "count", [hogs, hogs + 2]))
+            rows.append((s, "seed1-qperf", "plain", "migrations", "count", [plain * 2, plain * 2]))
+            rows.append((s, "seed1-qperf", "rps+hogs", "migrations", "count", [hogs * 2, hogs * 2]))
+        rows.append(("wakelab", "seed1-qperf", "plain", "wl:sync_pull_by_irq_waker", "count", [40, 42]))
+        rows.append(("wakelab", "seed1-qperf", "plain", "wl:ring_full_fallbacks", "count", [0, 0]))
+        hist = {"what": "scx_wakelab decision latency: BPF enqueue to the task running", "unit": "ns",
+                "bucket_upper_ns": "2**(i+1)",
+                "settings": {"wakelab": {"reps": [1, 2], "counts": [0, 0, 0, 0, 0, 0, 0, 0, 0, 6, 4],
+                                         "total": 10, "p50_ns": 1024, "p99_ns": 2048}}}
+        d = make_outdir(self.tmp / "o", rows, workloads=workloads, hist=hist, clock="mt",
+                        clock_detail="QEMU multi-threaded TCG", profile="quick", reps=2,
+                        failed_blocks=[{"setting": "rustland", "rep": 3, "status": "crashed"}])
+        md, csvrows = self.render(d)
+        self.assertIn("Multi-threaded TCG", md)
+        self.assertIn("mt — QEMU multi-threaded TCG", md)
+        self.assertIn("rustland rep 3: crashed", md)
+        self.assertIn("`hackbench-process-pipes` (s, lower is better, parameter 1, 2, 4)", md)
+        self.assertIn("| wakelab | 10 | ≤ 1.024 µs | ≤ 2.048 µs |", md)
+        self.assertIn("scx_wakelab decision latency: BPF enqueue to the task running.", md)
+        self.assertIn("Amean  value 4 ", md)
+        self.assertIn("Amean  cross_node_migrations rps+hogs ", md)
+        counters = md.split("<details>")[1]
+        self.assertIn("wl:sync_pull_by_irq_waker plain", counters)
+        self.assertNotIn("wl:ring_full_fallbacks", md)            # zero everywhere: left out
+        self.assertNotIn("wl:", md.split("<details>")[0].split("### seed1-qperf")[1])
+        self.assertTrue((d / "plots/sweep-hackbench-process-pipes.svg").is_file())
+        self.assertFalse((d / "plots/sweep-seed1-qperf.svg").exists())   # categorical: bars only
+        bars = ET.parse(d / "plots/migrations-seed1-qperf.svg").getroot()
+        labels = [t.text for t in bars.iter() if t.tag.endswith("text")]
+        self.assertIn("plain", labels)
+        self.assertIn("rps+hogs", labels)
+        self.assertAlmostEqual(float(csvrows[("seed1-qperf", "rps+hogs", "cross_node_migrations", "wakelab")]
+                                     ["ratio_to_eevdf"]), 51 / 61, places=4)
 
 
 class Plots(Base):
@@ -367,7 +440,13 @@ class Readme(Base):
             ("rustland", "tbench", "", "value", "MB/s", [100.0, 100.0]),
             ("eevdf", "tbench", "", "migrations", "count", [10, 12]),
             ("wakelab", "tbench", "", "migrations", "count", [30, 32]),
-            ("rustland", "tbench", "", "migrations", "count", [11, 12])],
+            ("rustland", "tbench", "", "migrations", "count", [11, 12]),
+            ("eevdf", "hackbench-pipe", "8", "value", "s", [1.0, 1.0]),
+            ("wakelab", "hackbench-pipe", "8", "value", "s", [0.5, 0.5]),
+            ("rustland", "hackbench-pipe", "8", "value", "s", [2.0, 2.0]),
+            # a seed flip run on one workload only: in the report, not in the README's columns
+            ("wakelab+seed1", "hackbench-pipe", "8", "value", "s", [0.4, 0.4])],
+            settings=SETTINGS + [{"name": "wakelab+seed1", "kind": "wakelab", "args": "--set x=true"}],
             checks=["CHECK PASS seed1 ok", "CHECK PASS seed2 ok"])
 
     def split(self, text):
@@ -398,6 +477,9 @@ class Readme(Base):
         self.assertIn("Seed checks: 2 of 2 passed.", section)
         self.assertRegex(section, r"\| tbench \| migrations \| 2\.82\* \| 1\.05 \|")
         self.assertRegex(section, r"\| tbench \| MB/s, higher is better \| 1\.50\* \| 1\.00 \|")
+        self.assertRegex(section, r"\| hackbench-pipe \(groups 8\) \| s, lower is better \| 0\.50\* \| 2\.00\* \|")
+        self.assertIn("| workload | metric | wakelab | rustland |", section)
+        self.assertIn("wakelab+seed1", (d / "report.md").read_text())
         # idempotent: a second run changes nothing
         rc, _, err = run(d, "--readme", readme)
         self.assertEqual(rc, 0, err)
