@@ -19,9 +19,12 @@ regenerated from OUTDIR with a link to the full report (inserted at the end of i
 `## Performance` section when the markers are not there yet); nothing else in the file changes.
 
 The baseline column is --baseline, else the setting named `eevdf` (or of kind eevdf), else the
-first setting. As in mmtests' compare output, the primary metric's difference is a gain:
-positive = better (by the workload's `better`); for counts it is the plain change. `*` marks
-a difference whose mean +- 1.96 stddev bands do not overlap (none possible with n < 2).
+first setting; a workload's table holds the settings that ran it, based on the first of them
+when the baseline did not. meta.json may list a workload once per sweep value (then `param`
+is that value, not the sweep's name). As in mmtests' compare output, the primary metric's
+difference is a gain: positive = better (by the workload's `better`); for counts it is the
+plain change. `*` marks a difference whose mean +- 1.96 stddev bands do not overlap (none
+possible with n < 2).
 
 Standard library only. Exit status: 0 written; 1 unreadable or malformed input (one line on
 stderr); 2 bad usage.
