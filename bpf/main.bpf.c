@@ -21,8 +21,13 @@
  *   (generation counter) is dropped; a CPU the task may not run on falls back
  *   to one it may, and is counted.
  * - The agent runs only when it has work: it is parked in its own queue and
- *   moved to a CPU when messages are waiting; a heartbeat timer makes sure it
- *   runs at least every WL_HEARTBEAT_NS so the watchdog never sees it starve.
+ *   moved to a CPU when wake-ups wait for it (sleep reports alone wait for
+ *   the next wake-up), preferably its last CPU; a heartbeat timer makes sure
+ *   it runs at least every WL_HEARTBEAT_NS so the watchdog never sees it
+ *   starve.
+ * - A CPU about to go idle pulls a task waiting for a busier CPU of its LLC,
+ *   then of its node, as fair.c's newly-idle balance does (not a cache-hot
+ *   one, not while a wake-up is on its way to it if the policy says so).
  * - A per-CPU table (cpu_state[]) that the agent reads through the
  *   memory-mapped .bss: idle, rq->nr_running, rq->ttwu_pending, current
  *   pid/policy, idle periods.
@@ -105,10 +110,11 @@ volatile u64 nr_select_task_ctx, nr_select_softirq_ctx, nr_select_hardirq_ctx;
  * Newly-idle pulls (the sched_ext form of fair.c's newidle balance): a CPU
  * with nothing to run took a task queued for another CPU; skipped because a
  * wake-up was pending for it (seed 2); pulled although one was pending (flag
- * off); found nothing to pull.
+ * off); found nothing to pull; a cache-hot task left where it waits.
  */
 volatile u64 nr_newidle_pulls, nr_newidle_skipped_pending,
-	     nr_newidle_pull_despite_pending, nr_newidle_nothing;
+	     nr_newidle_pull_despite_pending, nr_newidle_nothing,
+	     nr_newidle_cache_hot;
 /* Times the heartbeat had to wake the agent. */
 volatile u64 nr_heartbeat_kicks;
 
@@ -126,6 +132,8 @@ volatile u64 enqueue_to_run_hist[WL_LAT_BUCKETS];
  */
 volatile u64 nr_ring_msgs;
 volatile u64 agent_consumed;
+/* The part of agent_consumed that were wake-ups (WL_MSG_ENQUEUE). */
+volatile u64 agent_consumed_wakeups;
 /* Written by the agent: send WL_MSG_SLEEP events (delayed-dequeue emulation). */
 volatile u32 report_sleeps;
 /*
@@ -182,6 +190,8 @@ struct task_ctx {
 	/* Run-time accounting since the task last slept. */
 	u64 start_ns;
 	u64 exec_runtime;
+	/* When the task last left a CPU: fair.c's exec_start for task_hot(). */
+	u64 last_stop_ns;
 };
 
 struct {
@@ -327,25 +337,63 @@ static bool agent_stalled(u64 now)
 	       now - last_progress_ns > agent_stall_ns;
 }
 
+/*
+ * Work for the agent: tasks waiting for a placement, decisions it could not
+ * submit yet, a heartbeat. Sleep reports alone are not worth a context
+ * switch: they wait in the ring for the next wake-up (which the agent reads
+ * after them, in order) or the heartbeat, unless they fill half the ring.
+ */
 static bool agent_has_work(void)
 {
 	if (agent_needed || agent_backlog)
 		return true;
-	return bpf_ringbuf_query(&wakeups, BPF_RB_AVAIL_DATA) > 0;
+	if (nr_queued_to_agent != agent_consumed_wakeups)
+		return true;
+	return bpf_ringbuf_query(&wakeups, BPF_RB_AVAIL_DATA) >
+	       WL_RING_ENTRIES * sizeof(struct wakeup_msg) / 2;
 }
+
+/* How long a kicked idle CPU has to pick the agent up before any CPU may. */
+#define WL_AGENT_KICK_GRACE_NS	(200 * 1000ULL)
+
+static u64 agent_kick_ns;
 
 /*
  * Get the agent onto a CPU soon. Its last CPU is kicked if idle; otherwise
  * the agent runs at the next ops.dispatch() of any CPU (every CPU checks for
  * agent work first), at worst at the next heartbeat.
  */
+
 static void wake_agent(void)
 {
 	s32 cpu = agent_cpu;
 	struct cpu_state *cs = cpu_state_of(cpu);
 
-	if (cs && cpu_valid(cpu) && cs->idle)
+	if (cs && cpu_valid(cpu) && cs->idle) {
+		agent_kick_ns = scx_bpf_now();
 		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	}
+}
+
+/*
+ * May the agent run on @cpu now? On its last CPU, yes. Elsewhere only when
+ * its last CPU will not take it soon: that CPU runs another task, or it was
+ * kicked out of idle more than WL_AGENT_KICK_GRACE_NS ago and still has not
+ * taken it. Every hop of the agent is a task migration (and a cold cache for
+ * its placement state), which a benchmark's migration count would charge to
+ * the placement policy.
+ */
+static bool agent_may_run_on(s32 cpu, u64 now)
+{
+	s32 last = agent_cpu;
+	struct cpu_state *cs;
+
+	if (!cpu_valid(last) || last == cpu)
+		return true;
+	cs = cpu_state_of(last);
+	if (!cs || !cs->idle)
+		return true;
+	return now - agent_kick_ns > WL_AGENT_KICK_GRACE_NS;
 }
 
 static void dispatch_fallback(struct task_struct *p, u64 enq_flags)
@@ -629,8 +677,21 @@ out:
 	return scx_bpf_dispatch_nr_slots() ? 0 : 1;
 }
 
-/* The CPU other than @cpu whose DSQ holds most tasks, in @cpu's LLC
- * (@same_llc) or in its node otherwise; -1 if none has any. */
+/*
+ * fair.c's sysctl_sched_migration_cost (500 us): a task that ran this
+ * recently is cache hot, and load balancing leaves it where it is
+ * (task_hot()).
+ */
+#define WL_MIGRATION_COST_NS	500000ULL
+
+/*
+ * The CPU other than @cpu with the most tasks waiting in its DSQ, in @cpu's
+ * LLC (@same_llc) or in its node otherwise; -1 if none. Like fair.c's
+ * busiest-queue search it only considers CPUs that have more to run than
+ * one task (nr_running > 1): a task waiting in the DSQ of a CPU that runs
+ * nothing else, or only the agent (which yields as soon as it has placed
+ * its batch), gets that CPU in a moment; pulling it would only migrate it.
+ */
 static s32 busiest_queue(s32 cpu, bool same_llc)
 {
 	u32 my_llc, my_node, best = 0;
@@ -641,6 +702,7 @@ static s32 busiest_queue(s32 cpu, bool same_llc)
 	my_llc = cpu_llc[cpu];
 	my_node = cpu_node[cpu];
 	bpf_for(i, 0, nr_cpu_ids) {
+		struct cpu_state *cs;
 		u32 n;
 
 		if (i == cpu || i >= WL_MAX_CPUS)
@@ -649,6 +711,9 @@ static s32 busiest_queue(s32 cpu, bool same_llc)
 			       (cpu_node[i] != my_node || cpu_llc[i] == my_llc))
 			continue;
 		n = scx_bpf_dsq_nr_queued(i);
+		cs = cpu_state_of(i);
+		if (!n || !cs || nr_runnable_on(i, cs->curr_pid) < 2)
+			continue;
 		if (n > best) {
 			best = n;
 			src = i;
@@ -658,13 +723,38 @@ static s32 busiest_queue(s32 cpu, bool same_llc)
 }
 
 /*
+ * Move to @cpu the first task of @src's DSQ that may run on @cpu and is not
+ * cache hot (fair.c's can_migrate_task() without its give-up-after-failures
+ * escape). Returns true if a task was moved.
+ */
+static bool pull_from(s32 cpu, s32 src, u64 now)
+{
+	struct task_struct *p;
+
+	bpf_for_each(scx_dsq, p, src, 0) {
+		struct task_ctx *tctx = lookup_task_ctx(p);
+
+		if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+			continue;
+		if (tctx && tctx->last_stop_ns &&
+		    now - tctx->last_stop_ns < WL_MIGRATION_COST_NS) {
+			__sync_fetch_and_add(&nr_newidle_cache_hot, 1);
+			continue;
+		}
+		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+			return true;
+	}
+	return false;
+}
+
+/*
  * @cpu has nothing to run: the analogue of fair.c's newidle balance. Pull a
  * task queued for the busiest CPU of our LLC, else of our node, unless a
  * wake-up is already on its way here and the agent's config says to skip
  * then (seed 2: "There is a task waiting to run. No need to search for
  * one."). Returns true if a task was pulled.
  */
-static bool newidle_balance(s32 cpu)
+static bool newidle_balance(s32 cpu, u64 now)
 {
 	struct rq *rq = bpf_per_cpu_ptr(&runqueues, cpu);
 	volatile u32 *pending = MEMBER_VPTR(inflight, [cpu]);
@@ -680,7 +770,7 @@ static bool newidle_balance(s32 cpu)
 	src = busiest_queue(cpu, true);
 	if (src < 0)
 		src = busiest_queue(cpu, false);
-	if (src >= 0 && scx_bpf_dsq_move_to_local(src, 0)) {
+	if (src >= 0 && pull_from(cpu, src, now)) {
 		__sync_fetch_and_add(&nr_newidle_pulls, 1);
 		if (wakeup_pending)
 			__sync_fetch_and_add(&nr_newidle_pull_despite_pending, 1);
@@ -700,9 +790,10 @@ void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
 
 	/*
 	 * The agent goes first: every task it has not placed yet is waiting
-	 * for it. Give it a fresh snapshot of every CPU just before it runs.
+	 * for it (on this CPU only if its last CPU will not take it soon).
+	 * Give it a fresh snapshot of every CPU just before it runs.
 	 */
-	if (agent_has_work()) {
+	if (agent_has_work() && agent_may_run_on(cpu, now)) {
 		refresh_all_cpu_states(now);
 		if (scx_bpf_dsq_move_to_local(WL_AGENT_DSQ, 0)) {
 			agent_needed = 0;
@@ -726,7 +817,7 @@ void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
 	}
 
 	/* The CPU is about to go idle. */
-	newidle_balance(cpu);
+	newidle_balance(cpu, now);
 }
 
 void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
@@ -796,6 +887,7 @@ void BPF_STRUCT_OPS(wakelab_stopping, struct task_struct *p, bool runnable)
 		return;
 	now = scx_bpf_now();
 	tctx->exec_runtime += now - tctx->start_ns;
+	tctx->last_stop_ns = now;
 	if (!runnable && report_sleeps && !must_bypass_agent(p) &&
 	    !is_agent_helper_thread(p))
 		report_sleep(p, tctx->exec_runtime, now);

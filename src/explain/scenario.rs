@@ -977,6 +977,7 @@ fn derived_candidates(cpus: &[CpuSnapshot], cfg: &Config) -> Vec<PullCandidate> 
                 src_cpu: c,
                 allowed: CpuSet::new(),
                 load: 1024,
+                cache_hot: false,
             });
         }
     }

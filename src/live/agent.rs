@@ -210,6 +210,8 @@ impl<'a> Agent<'a> {
         }
         let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
         bss.agent_consumed += msgs.len() as u64;
+        // BPF wakes us for wake-ups only; sleep reports ride along.
+        bss.agent_consumed_wakeups += msgs.iter().filter(|m| m.kind != WL_MSG_SLEEP).count() as u64;
         let now = msgs.iter().map(|m| m.enqueue_ns).max().unwrap_or(0);
         self.placer.begin_batch(&bss.cpu_state[..], now);
         for msg in &msgs {

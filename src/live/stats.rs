@@ -79,6 +79,7 @@ live_metrics! {
     nr_newidle_skipped_pending,
     nr_newidle_pull_despite_pending,
     nr_newidle_nothing,
+    nr_newidle_cache_hot,
 }
 
 impl LiveMetrics {
@@ -116,6 +117,7 @@ impl LiveMetrics {
         rd!(nr_newidle_skipped_pending);
         rd!(nr_newidle_pull_despite_pending);
         rd!(nr_newidle_nothing);
+        rd!(nr_newidle_cache_hot);
         self.enqueue_to_run_hist.resize(LAT_BUCKETS, 0);
         for (i, v) in self.enqueue_to_run_hist.iter_mut().enumerate() {
             *v = unsafe { std::ptr::read_volatile(&b.enqueue_to_run_hist[i]) };
@@ -184,7 +186,7 @@ impl LiveMetrics {
         );
         let _ = writeln!(
             s,
-            "seeds: sync_pull_rejected_irq_waker {} sync_pull_by_irq_waker {} sync_blocked_by_delayed {} sync_delayed_excluded {} newidle pulls {} skipped_pending {} despite_pending {} | waker ctx task {} softirq {} hardirq {}",
+            "seeds: sync_pull_rejected_irq_waker {} sync_pull_by_irq_waker {} sync_blocked_by_delayed {} sync_delayed_excluded {} newidle pulls {} skipped_pending {} despite_pending {} cache_hot {} | waker ctx task {} softirq {} hardirq {}",
             p.sync_pull_rejected_irq_waker,
             p.sync_pull_by_irq_waker,
             p.sync_shortcut_blocked_by_delayed,
@@ -192,6 +194,7 @@ impl LiveMetrics {
             self.nr_newidle_pulls,
             self.nr_newidle_skipped_pending,
             self.nr_newidle_pull_despite_pending,
+            self.nr_newidle_cache_hot,
             self.nr_select_task_ctx,
             self.nr_select_softirq_ctx,
             self.nr_select_hardirq_ctx

@@ -94,6 +94,10 @@ pub struct PullCandidate {
     pub allowed: CpuSet,
     #[serde(default)]
     pub load: u64,
+    /// It ran within `sysctl_sched_migration_cost` (500 µs) of the balance: `task_hot()`
+    /// keeps it where it waits.
+    #[serde(default)]
+    pub cache_hot: bool,
 }
 
 /// The task a newly-idle CPU pulls.
@@ -1017,8 +1021,9 @@ impl Engine {
     /// holds an eligible candidate, the candidate on the CPU with the most runnable tasks
     /// (then the highest load, then slice order) is pulled.  A candidate is eligible when its
     /// CPU has at least two runnable tasks (one running, this one waiting) and it may run
-    /// on `cpu`.  Not modelled: the avg_idle versus `max_newidle_lb_cost` cut-off, cache-hot
-    /// refusals, group imbalance types.
+    /// on `cpu` and is not cache hot (`task_hot()`; the live pull in BPF applies the same two
+    /// tests).  Not modelled: the avg_idle versus `max_newidle_lb_cost` cut-off, the escape
+    /// that migrates a hot task after repeated balance failures, group imbalance types.
     pub fn newidle_pull(
         &mut self,
         cpu: usize,
@@ -1081,7 +1086,7 @@ impl Step<'_> {
             let mut best: Option<(usize, u32, u64)> = None;
             for (i, c) in candidates.iter().enumerate() {
                 let src = c.src_cpu;
-                if src == cpu || !span.contains(src) || !c.allowed_or_all(n).contains(cpu) {
+                if src == cpu || c.cache_hot || !span.contains(src) || !c.allowed_or_all(n).contains(cpu) {
                     continue;
                 }
                 let nr = self.runnable(src);

@@ -70,6 +70,7 @@ fn decisions_do_not_allocate() {
         src_cpu: 3,
         allowed: CpuSet::new(),
         load: 1,
+        cache_hot: false,
     }];
     let mut engines: Vec<Engine> = PRESET_NAMES.iter().map(|p| engine(&topo, p)).collect();
     engines.push(engine_with(

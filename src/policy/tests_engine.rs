@@ -482,6 +482,7 @@ fn bogus_ids_never_panic() {
                 src_cpu: 5000,
                 allowed: CpuSet::new(),
                 load: 0,
+                cache_hot: false,
             }],
         );
         assert!(n.pulled.is_none());
@@ -1136,6 +1137,7 @@ fn newidle_pull_rules() {
         src_cpu: src,
         allowed: CpuSet::new(),
         load: 1024,
+        cache_hot: false,
     };
     let mut e = engine(&topo, "v5.10");
     let mut cpus = all_busy(8);
@@ -1163,6 +1165,16 @@ fn newidle_pull_rules() {
         })
     );
     assert_eq!(d.chain.names(), ["newidle_pull_domain_machine"]);
+    // cache hot (task_hot()): it stays where it waits
+    let hot = PullCandidate {
+        cache_hot: true,
+        ..cand(50, 5)
+    };
+    let d = e.newidle_pull(0, &cpus, &[hot]);
+    assert_eq!(
+        (d.pulled, d.chain.names()),
+        (None, vec!["newidle_nothing_to_pull"])
+    );
     // not allowed here
     let pinned = PullCandidate {
         allowed: CpuSet::from_cpus([4, 5]),

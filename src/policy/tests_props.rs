@@ -545,12 +545,14 @@ fn prop_newidle_pull_is_sound() {
                     CpuSet::new()
                 },
                 load: r.below(2048),
+                cache_hot: r.chance(30),
             })
             .collect();
         let d = e.newidle_pull(cpu, &cpus, &cands);
         if let Some(p) = d.pulled {
             let c = cands.iter().find(|c| c.pid == p.pid).unwrap();
             assert_ne!(c.src_cpu, cpu);
+            assert!(!c.cache_hot, "a cache-hot task was pulled");
             assert!(c.allowed.is_empty() || c.allowed.contains(cpu));
             assert!(w.topo.is_online(c.src_cpu));
             assert!(

@@ -126,12 +126,14 @@ fn seed2_rik_newidle_skips_when_wakeup_pending() {
             src_cpu: 9,
             allowed: CpuSet::new(),
             load: 1024,
+            cache_hot: false,
         },
         PullCandidate {
             pid: 92,
             src_cpu: 9,
             allowed: CpuSet::new(),
             load: 1024,
+            cache_hot: false,
         },
     ];
 

@@ -1098,6 +1098,9 @@ impl World {
                     src_cpu: o,
                     allowed: task.ps.allowed,
                     load: task.load.round() as u64,
+                    // The simulator keeps no per-task run history; its
+                    // workloads are too coarse for a 500 us cache-hot window.
+                    cache_hot: false,
                 });
             }
         }
