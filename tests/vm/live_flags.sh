@@ -229,15 +229,20 @@ kill $HOGS 2>/dev/null; wait $HOGS 2>/dev/null
 echo "$OLD_RPS" >$RPS
 
 # ---- Seed 2: newly-idle pull skipped while a wake-up is pending ------------------
-# >>> PLACE FOR SEED 2 (newidle_skip_pending_wakeup, Rik van Riel e5e678e4). <<<
-# The live pull is BPF's (ops.dispatch, bpf/main.bpf.c newidle_balance) and its
-# counters are agent metrics: nr_newidle_pulls, nr_newidle_skipped_pending,
-# nr_newidle_pull_despite_pending, nr_newidle_nothing (every DATA line below
-# already carries their deltas). To add the scenario: a phase pair here on
-# instance 1, set_flag ... newidle_skip_pending_wakeup=false, workload,
-# phase_end seed2_flag_off, then =true and phase_end seed2_flag_on;
-# check_live_flags in tools/vm-tests asserts on those two DATA lines as soon
-# as they appear (off: pulls despite a pending wake-up; on: skips instead).
+# Rik van Riel's e5e678e4: a CPU that runs out of work does not search other
+# CPUs while a wake-up is already on its way to it. The live pull is BPF's
+# (newidle_balance in bpf/main.bpf.c); "on its way" is rq->ttwu_pending or a
+# decision of the agent in flight to that CPU. An oversubscribed hackbench
+# (40 tasks per group, 8 groups on 8 CPUs) keeps tasks waiting in busy CPUs'
+# queues (something to pull) while wake-ups land on CPUs that go idle.
+for flag in false true; do
+    set_flag seed2_set_flag "newidle_skip_pending_wakeup=$flag"
+    phase_begin
+    hackbench -p -g 8 -l 100 >/tmp/lf.hb2 2>&1
+    HBT=$(sed -n 's/^Time: *\([0-9.]*\).*/\1/p' /tmp/lf.hb2)
+    case $flag in false) name=seed2_flag_off ;; *) name=seed2_flag_on ;; esac
+    phase_end $name "\"setting\":\"newidle_skip_pending_wakeup=$flag\",\"time_s\":${HBT:-null},"
+done
 
 expect_eq mainline_state_still_enabled "$(sched_state)" enabled
 expect_eq mainline_enable_seq_unchanged_by_runtime_sets "$(enable_seq)" "$SEQ"
