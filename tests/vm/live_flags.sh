@@ -308,7 +308,3 @@ stop_sched v6_12
 
 ERRS=$(kernel_errors)
 if [ -z "$ERRS" ]; then pass no_stall_or_error_in_kernel_log; else fail no_stall_or_error_in_kernel_log "$ERRS"; fi
-
-# The harness powers off right after the script returns; let the serial
-# console drain the DATA lines above first (they are long, and were lost once).
-sleep 2
