@@ -296,12 +296,25 @@ impl<'a> Agent<'a> {
         self.local.absorb_bpf(bss);
         self.local.policy = *self.placer.engine().counters();
         self.local.trace_dropped = self.placer.trace_dropped;
+        // publish() runs on the scheduling thread: its clock is the agent's.
+        self.local.agent_cpu_ns = cpu_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+        self.local.process_cpu_ns = cpu_clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
         let guard = if force { self.metrics.lock().ok() } else { self.metrics.try_lock().ok() };
         if let Some(mut m) = guard {
             *m = self.local.clone();
             self.last_publish = Instant::now();
         }
     }
+}
+
+/// CPU time consumed so far on `clock` (a thread or process CPU-time clock), ns.
+fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes only to the timespec we pass.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The parts of the policy that BPF carries out itself.

@@ -58,6 +58,10 @@ live_metrics! {
     config_changes,
     /// Trace records lost because the writer fell behind (--trace).
     trace_dropped,
+    /// CPU time of the scheduling thread (the agent proper), ns.
+    agent_cpu_ns,
+    /// CPU time of the whole process (agent, stats, control, trace threads), ns.
+    process_cpu_ns,
     // Copied from BPF's .bss (bpf/main.bpf.c documents each).
     nr_queued_to_agent,
     nr_sleep_msgs,
@@ -152,6 +156,8 @@ impl LiveMetrics {
                 .map(|ns| format!("{:.0}us", ns as f64 / 1000.0))
                 .unwrap_or_else(|| "-".into())
         };
+        // Of one CPU, over the interval.
+        let cpu_pct = |ns: u64| if secs > 0.0 { 100.0 * ns as f64 / 1e9 / secs } else { 0.0 };
         let p = &self.policy;
         let _ = writeln!(
             s,
@@ -201,7 +207,7 @@ impl LiveMetrics {
         );
         let _ = write!(
             s,
-            "bpf: queued {} agent_dispatch {} direct {} ring_full {} agent_stall {} stale {} cancel {} bounce {} gone {} | enqueue->run p50 {} p99 {}",
+            "bpf: queued {} agent_dispatch {} direct {} ring_full {} agent_stall {} stale {} cancel {} bounce {} gone {} | enqueue->run p50 {} p99 {} | agent cpu {:.1}% (process {:.1}%)",
             self.nr_queued_to_agent,
             self.nr_agent_dispatches,
             self.nr_direct_dispatches,
@@ -212,7 +218,9 @@ impl LiveMetrics {
             self.nr_bounced_decisions,
             self.nr_decisions_task_gone,
             lat(50.0),
-            lat(99.0)
+            lat(99.0),
+            cpu_pct(self.agent_cpu_ns),
+            cpu_pct(self.process_cpu_ns)
         );
         s
     }
@@ -221,6 +229,23 @@ impl LiveMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_time_is_shown_as_a_share_of_one_cpu() {
+        let m = LiveMetrics {
+            agent_cpu_ns: 500_000_000,
+            process_cpu_ns: 600_000_000,
+            ..LiveMetrics::default()
+        };
+        let text = m.format(2.0);
+        assert!(text.contains("agent cpu 25.0% (process 30.0%)"), "{text}");
+        // and per interval: the delta of two snapshots
+        let later = LiveMetrics {
+            agent_cpu_ns: 700_000_000,
+            ..m.clone()
+        };
+        assert_eq!(later.delta(&m).agent_cpu_ns, 200_000_000);
+    }
 
     #[test]
     fn delta_subtracts_counters_and_histogram() {
