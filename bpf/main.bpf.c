@@ -315,6 +315,14 @@ static u32 log2_bucket(u64 v)
 }
 
 /*
+ * Time stamps written on one CPU and read on another are compared through
+ * time_delta()/time_after(), never by plain u64 subtraction: scx_bpf_now()
+ * is the rq clock cached while the rq lock is held, so a CPU may read a
+ * "now" a little older than a stamp another CPU just wrote, and the
+ * unsigned difference would then be ~2^64 ns.
+ */
+
+/*
  * The agent is stalled when messages wait for it and it has not consumed
  * any for agent_stall_ns. Progress, not scheduling, is what counts: under
  * load the agent may run for seconds without a new ops.running() (its slice
@@ -331,10 +339,10 @@ static bool agent_stalled(u64 now)
 		last_progress_ns = now;
 		return false;
 	}
-	if (agent_last_run_ns > last_progress_ns)
+	if (time_after(agent_last_run_ns, last_progress_ns))
 		last_progress_ns = agent_last_run_ns;
 	return nr_ring_msgs != consumed && last_progress_ns &&
-	       now - last_progress_ns > agent_stall_ns;
+	       time_delta(now, last_progress_ns) > agent_stall_ns;
 }
 
 /*
@@ -393,7 +401,7 @@ static bool agent_may_run_on(s32 cpu, u64 now)
 	cs = cpu_state_of(last);
 	if (!cs || !cs->idle)
 		return true;
-	return now - agent_kick_ns > WL_AGENT_KICK_GRACE_NS;
+	return time_delta(now, agent_kick_ns) > WL_AGENT_KICK_GRACE_NS;
 }
 
 static void dispatch_fallback(struct task_struct *p, u64 enq_flags)
@@ -737,7 +745,7 @@ static bool pull_from(s32 cpu, s32 src, u64 now)
 		if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
 			continue;
 		if (tctx && tctx->last_stop_ns &&
-		    now - tctx->last_stop_ns < WL_MIGRATION_COST_NS) {
+		    time_delta(now, tctx->last_stop_ns) < WL_MIGRATION_COST_NS) {
 			__sync_fetch_and_add(&nr_newidle_cache_hot, 1);
 			continue;
 		}
@@ -841,7 +849,7 @@ void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
 		return;
 	tctx->start_ns = now;
 	if (tctx->enqueue_ns) {
-		u32 b = log2_bucket(now - tctx->enqueue_ns);
+		u32 b = log2_bucket(time_delta(now, tctx->enqueue_ns));
 
 		if (b < WL_LAT_BUCKETS)
 			__sync_fetch_and_add(&enqueue_to_run_hist[b], 1);
@@ -936,7 +944,8 @@ static int heartbeat_fn(void *map, int *key, struct bpf_timer *timer)
 	 * tasks that never reach ops.dispatch() for a while, nothing would
 	 * move it to a CPU.
 	 */
-	if (agent_has_work() || now - agent_last_run_ns >= WL_HEARTBEAT_NS) {
+	if (agent_has_work() ||
+	    time_delta(now, agent_last_run_ns) >= WL_HEARTBEAT_NS) {
 		agent_needed = 1;
 		__sync_fetch_and_add(&nr_heartbeat_kicks, 1);
 		if (cpu_valid(agent_cpu))
