@@ -117,6 +117,11 @@ volatile u64 nr_newidle_pulls, nr_newidle_skipped_pending,
 	     nr_newidle_cache_hot;
 /* Times the heartbeat had to wake the agent. */
 volatile u64 nr_heartbeat_kicks;
+/*
+ * Times a CPU going idle found the agent parked with work and kicked
+ * itself to run it (a wake-up that raced with the agent parking).
+ */
+volatile u64 nr_idle_agent_kicks;
 
 /*
  * log2 histogram of the time from ops.enqueue() queuing a task to the agent
@@ -923,10 +928,26 @@ void BPF_STRUCT_OPS(wakelab_update_idle, s32 cpu, bool idle)
 	if (!cs)
 		return;
 	if (idle) {
-		cs->idle = 1;
 		cs->idle_since_ns = now;
 		cs->curr_pid = 0;
 		cs->curr_policy = 0;
+		/*
+		 * wake_agent() kicks the agent's CPU only if it reads it idle,
+		 * and that CPU may be on its way to idle, having just parked
+		 * the agent because its ops.dispatch() found no work. A wake-up
+		 * queued in between would wait for the agent until some other
+		 * CPU dispatches, at worst until the heartbeat. So publish
+		 * "idle" with a full barrier (xchg), pairing with the atomic add
+		 * to nr_queued_to_agent that precedes wake_agent()'s read, and
+		 * then look for work: either wake_agent() sees this CPU idle and
+		 * kicks it, or this CPU sees the work and kicks itself.
+		 */
+		__sync_lock_test_and_set(&cs->idle, 1);
+		if (scx_bpf_dsq_nr_queued(WL_AGENT_DSQ) && agent_has_work() &&
+		    agent_may_run_on(cpu, now)) {
+			__sync_fetch_and_add(&nr_idle_agent_kicks, 1);
+			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		}
 	} else {
 		if (cs->idle_since_ns)
 			cs->last_idle_ns = now - cs->idle_since_ns;

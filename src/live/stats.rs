@@ -79,6 +79,7 @@ live_metrics! {
     nr_select_softirq_ctx,
     nr_select_hardirq_ctx,
     nr_heartbeat_kicks,
+    nr_idle_agent_kicks,
     nr_newidle_pulls,
     nr_newidle_skipped_pending,
     nr_newidle_pull_despite_pending,
@@ -117,6 +118,7 @@ impl LiveMetrics {
         rd!(nr_select_softirq_ctx);
         rd!(nr_select_hardirq_ctx);
         rd!(nr_heartbeat_kicks);
+        rd!(nr_idle_agent_kicks);
         rd!(nr_newidle_pulls);
         rd!(nr_newidle_skipped_pending);
         rd!(nr_newidle_pull_despite_pending);
