@@ -234,11 +234,13 @@ echo "$OLD_RPS" >$RPS
 # (newidle_balance in bpf/main.bpf.c); "on its way" is rq->ttwu_pending or a
 # decision of the agent in flight to that CPU. An oversubscribed hackbench
 # (40 tasks per group, 8 groups on 8 CPUs) keeps tasks waiting in busy CPUs'
-# queues (something to pull) while wake-ups land on CPUs that go idle.
+# queues (something to pull) while wake-ups land on CPUs that go idle. Pulls
+# are rare since the pull spares cache-hot tasks (0-31 "despite pending" per
+# 100 loops), hence 400 loops.
 for flag in false true; do
     set_flag seed2_set_flag "newidle_skip_pending_wakeup=$flag"
     phase_begin
-    hackbench -p -g 8 -l 100 >/tmp/lf.hb2 2>&1
+    hackbench -p -g 8 -l 400 >/tmp/lf.hb2 2>&1
     HBT=$(sed -n 's/^Time: *\([0-9.]*\).*/\1/p' /tmp/lf.hb2)
     case $flag in false) name=seed2_flag_off ;; *) name=seed2_flag_on ;; esac
     phase_end $name "\"setting\":\"newidle_skip_pending_wakeup=$flag\",\"time_s\":${HBT:-null},"
