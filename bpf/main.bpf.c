@@ -14,7 +14,8 @@
  *   ring buffer. The agent itself and per-CPU kthreads never wait for the
  *   agent: they are dispatched here. When the ring is full, or the agent has
  *   not run for too long, the task goes to a fallback queue that every CPU
- *   consumes, and the event is counted.
+ *   consumes, and the event is counted. Tasks that were already waiting for
+ *   a stalled agent are moved there too (rescue_from_stalled_agent()).
  * - ops.dispatch() drains the agent's decisions from a user ring buffer and
  *   queues each task on the per-CPU queue of the CPU the agent chose, then
  *   kicks that CPU if it is idle. A decision for an older enqueue of the task
@@ -92,6 +93,11 @@ volatile u64 nr_direct_dispatches;
 volatile u64 nr_ring_full_fallbacks;
 /* The agent had not run for agent_stall_ns: the task bypassed it. */
 volatile u64 nr_agent_stall_fallbacks;
+/*
+ * Tasks already queued to the agent when it stalled, sent to the fallback
+ * queue without its decision (rescue_from_stalled_agent()).
+ */
+volatile u64 nr_stall_rescues;
 /* A decision for an older enqueue of the task (it was requeued meanwhile). */
 volatile u64 nr_stale_decisions;
 /* Inserted, then found stale on re-check: the insert was cancelled. */
@@ -197,6 +203,11 @@ struct task_ctx {
 	u64 exec_runtime;
 	/* When the task last left a CPU: fair.c's exec_start for task_hot(). */
 	u64 last_stop_ns;
+	/*
+	 * Queued to the agent, no decision applied yet: the task is in no DSQ,
+	 * and only the agent or rescue_from_stalled_agent() gets it running.
+	 */
+	u32 awaiting_agent;
 };
 
 struct {
@@ -348,6 +359,26 @@ static bool agent_stalled(u64 now)
 		last_progress_ns = agent_last_run_ns;
 	return nr_ring_msgs != consumed && last_progress_ns &&
 	       time_delta(now, last_progress_ns) > agent_stall_ns;
+}
+
+/*
+ * The agent has neither run nor consumed anything for agent_stall_ns. A
+ * healthy agent runs at least every heartbeat, work or not.
+ */
+static bool agent_quiet(u64 now)
+{
+	u64 consumed = agent_consumed, last = agent_last_run_ns;
+
+	/* A busy agent may run for long without ops.running(): progress counts. */
+	if (consumed != seen_consumed) {
+		seen_consumed = consumed;
+		last_progress_ns = now;
+		return false;
+	}
+
+	if (last_progress_ns > last)
+		last = last_progress_ns;
+	return last && now - last > agent_stall_ns;
 }
 
 /*
@@ -558,6 +589,7 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 				  p->cpus_ptr))
 		__builtin_memset(msg->cpus_allowed, 0xff, sizeof(msg->cpus_allowed));
 
+	tctx->awaiting_agent = 1;
 	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
 	__sync_fetch_and_add(&nr_ring_msgs, 1);
 	__sync_fetch_and_add(&nr_queued_to_agent, 1);
@@ -683,6 +715,7 @@ insert:
 		__sync_fetch_and_add(&nr_cancelled_dispatches, 1);
 		goto out;
 	}
+	tctx->awaiting_agent = 0;
 	__sync_fetch_and_add(&nr_agent_dispatches, 1);
 	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 out:
@@ -793,6 +826,43 @@ static bool newidle_balance(s32 cpu, u64 now)
 	return false;
 }
 
+/*
+ * The agent stalled (stopped with SIGSTOP, starved, stuck in a page fault)
+ * while tasks it had been sent were waiting for its decision. New tasks
+ * bypass it (queue_to_agent()), but these would wait until the watchdog
+ * ejects us: send them to the fallback queue. Their generation is bumped, so
+ * a decision the agent makes for them later is dropped as stale. One CPU
+ * sweeps at a time, at most every WL_RESCUE_PERIOD_NS, and only while the
+ * agent is quiet, so a healthy agent costs nothing here.
+ */
+#define WL_RESCUE_PERIOD_NS 100000000ULL
+static u64 last_rescue_ns;
+
+static void rescue_from_stalled_agent(u64 now)
+{
+	struct task_struct *p;
+	u64 last = last_rescue_ns;
+
+	if (!agent_quiet(now) || now - last < WL_RESCUE_PERIOD_NS ||
+	    !__sync_bool_compare_and_swap(&last_rescue_ns, last, now))
+		return;
+
+	bpf_for_each(task, p, NULL, BPF_TASK_ITER_ALL_THREADS) {
+		struct task_ctx *tctx = lookup_task_ctx(p);
+
+		if (!tctx || !tctx->awaiting_agent)
+			continue;
+		/* The rest go at the next sweep. */
+		if (!scx_bpf_dispatch_nr_slots())
+			break;
+		tctx->awaiting_agent = 0;
+		tctx->enq_cnt++;
+		scx_bpf_dsq_insert(p, WL_FALLBACK_DSQ, slice_ns, 0);
+		scx_bpf_kick_cpu(scx_bpf_task_cpu(p), SCX_KICK_IDLE);
+		__sync_fetch_and_add(&nr_stall_rescues, 1);
+	}
+}
+
 void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
 {
 	u64 now = scx_bpf_now();
@@ -800,6 +870,11 @@ void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
 	refresh_cpu_state(cpu, now);
 
 	bpf_user_ringbuf_drain(&decisions, apply_decision, NULL, BPF_RB_NO_WAKEUP);
+	/*
+	 * After the drain: apply_decision() takes its first dispatch slot
+	 * unchecked, so the sweep, which checks each, gets what is left.
+	 */
+	rescue_from_stalled_agent(now);
 
 	/*
 	 * The agent goes first: every task it has not placed yet is waiting
@@ -852,6 +927,7 @@ void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
 	tctx = lookup_task_ctx(p);
 	if (!tctx)
 		return;
+	tctx->awaiting_agent = 0;
 	tctx->start_ns = now;
 	if (tctx->enqueue_ns) {
 		u32 b = log2_bucket(time_delta(now, tctx->enqueue_ns));
