@@ -69,6 +69,13 @@ const volatile u64 agent_stall_ns = 1000000000ULL;
  * (.rodata is frozen at load, so the condition is a known constant).
  */
 const volatile bool break_verifier;
+/*
+ * Test aid (--debug-ring-limit): the wakeup ring counts as full once this
+ * many messages wait in it (0: only when it is really full). Lets a load the
+ * VM can carry overflow it: filling the real 8192 entries takes thousands of
+ * threads woken at once.
+ */
+const volatile u32 ring_limit;
 
 /* Heartbeat period: the agent runs at least this often. */
 #define WL_HEARTBEAT_NS 100000000ULL
@@ -531,7 +538,9 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 		return;
 	}
 
-	msg = bpf_ringbuf_reserve(&wakeups, sizeof(*msg), 0);
+	msg = NULL;
+	if (!ring_limit || nr_ring_msgs - agent_consumed < ring_limit)
+		msg = bpf_ringbuf_reserve(&wakeups, sizeof(*msg), 0);
 	if (!msg) {
 		__sync_fetch_and_add(&nr_ring_full_fallbacks, 1);
 		tctx->select_valid = 0;

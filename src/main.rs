@@ -74,6 +74,12 @@ struct Opts {
     #[arg(long, hide = true)]
     debug_break_verifier: bool,
 
+    /// Test aid: treat the wakeup ring as full once N messages wait in it,
+    /// so that a load the VM can carry overflows it (tests/vm/reliability.sh).
+    #[arg(long, hide = true, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=8192))]
+    debug_ring_limit: u32,
+
     #[clap(flatten)]
     policy: scx_wakelab::policy::PolicyArgs,
 
@@ -216,6 +222,7 @@ fn main() -> ExitCode {
         partial: opts.partial,
         exit_dump_len: opts.exit_dump_len,
         break_verifier: opts.debug_break_verifier,
+        ring_limit: opts.debug_ring_limit,
         open_opts: opts.libbpf.clone().into_bpf_open_opts(),
     };
     match live::run_scheduler(cfg, policy, opts.stats, &opts.socket, opts.trace.as_deref()) {
