@@ -98,7 +98,10 @@ volatile u64 nr_sleep_msgs, nr_sleep_msgs_dropped;
 volatile u64 nr_direct_dispatches;
 /* The wakeup ring was full: the task went to the fallback queue. */
 volatile u64 nr_ring_full_fallbacks;
-/* The agent had not run for agent_stall_ns: the task bypassed it. */
+/*
+ * The agent had not run for agent_stall_ns, or the oldest message waiting
+ * for it was older than that: the task bypassed it.
+ */
 volatile u64 nr_agent_stall_fallbacks;
 /*
  * Tasks already queued to the agent when it stalled, sent to the fallback
@@ -372,6 +375,38 @@ static bool agent_stalled(u64 now)
  * The agent has neither run nor consumed anything for agent_stall_ns. A
  * healthy agent runs at least every heartbeat, work or not.
  */
+/*
+ * When each message in the ring was queued, by its sequence number (the
+ * nr_ring_msgs it was counted as): the entry at agent_consumed is the oldest
+ * message the agent has not read, so it says how far behind the agent is.
+ * Approximate under races (a CPU may count its message a little before or
+ * after another's), which is all a threshold of agent_stall_ns needs.
+ */
+static u64 ring_msg_ns[WL_RING_ENTRIES];
+
+static void count_ring_msg(u64 now)
+{
+	u64 seq = __sync_fetch_and_add(&nr_ring_msgs, 1);
+	u64 *ts = MEMBER_VPTR(ring_msg_ns, [seq % WL_RING_ENTRIES]);
+
+	if (ts)
+		*ts = now;
+}
+
+/* How long the oldest message not yet read by the agent has waited. */
+static u64 agent_lag_ns(u64 now)
+{
+	u64 consumed = agent_consumed;
+	u64 *ts;
+
+	if (nr_ring_msgs == consumed)
+		return 0;
+	ts = MEMBER_VPTR(ring_msg_ns, [consumed % WL_RING_ENTRIES]);
+	if (!ts || !*ts || *ts > now)
+		return 0;
+	return now - *ts;
+}
+
 static bool agent_quiet(u64 now)
 {
 	u64 consumed = agent_consumed, last = agent_last_run_ns;
@@ -529,9 +564,11 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 
 	/*
 	 * The agent has not run for long while tasks wait for it (stopped,
-	 * starved, dying): don't make things worse, run the task without it.
+	 * starved, dying), or it is so far behind that this task would wait
+	 * agent_stall_ns just to be read: don't make things worse, run the
+	 * task without it.
 	 */
-	if (agent_stalled(now)) {
+	if (agent_stalled(now) || agent_lag_ns(now) > agent_stall_ns) {
 		__sync_fetch_and_add(&nr_agent_stall_fallbacks, 1);
 		tctx->select_valid = 0;
 		dispatch_fallback(p, enq_flags);
@@ -600,7 +637,7 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 
 	tctx->awaiting_agent = 1;
 	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
-	__sync_fetch_and_add(&nr_ring_msgs, 1);
+	count_ring_msg(now);
 	__sync_fetch_and_add(&nr_queued_to_agent, 1);
 	wake_agent();
 }
@@ -837,12 +874,14 @@ static bool newidle_balance(s32 cpu, u64 now)
 
 /*
  * The agent stalled (stopped with SIGSTOP, starved, stuck in a page fault)
- * while tasks it had been sent were waiting for its decision. New tasks
- * bypass it (queue_to_agent()), but these would wait until the watchdog
- * ejects us: send them to the fallback queue. Their generation is bumped, so
+ * or fell more than agent_stall_ns behind (a storm under a slow CPU) while
+ * tasks it had been sent were waiting for its decision. New tasks bypass it
+ * (queue_to_agent()), but these would wait until the watchdog ejects us
+ * ("runnable task stall", or "watchdog failed to check in" when the task is
+ * the watchdog's own kworker): send them to the fallback queue. Their generation is bumped, so
  * a decision the agent makes for them later is dropped as stale. One CPU
  * sweeps at a time, at most every WL_RESCUE_PERIOD_NS, and only while the
- * agent is quiet, so a healthy agent costs nothing here.
+ * agent is quiet or behind, so a healthy agent costs nothing here.
  */
 #define WL_RESCUE_PERIOD_NS 100000000ULL
 static u64 last_rescue_ns;
@@ -851,8 +890,12 @@ static void rescue_from_stalled_agent(u64 now)
 {
 	struct task_struct *p;
 	u64 last = last_rescue_ns;
+	bool quiet;
 
-	if (!agent_quiet(now) || now - last < WL_RESCUE_PERIOD_NS ||
+	if (now - last < WL_RESCUE_PERIOD_NS)
+		return;
+	quiet = agent_quiet(now);
+	if ((!quiet && agent_lag_ns(now) <= agent_stall_ns) ||
 	    !__sync_bool_compare_and_swap(&last_rescue_ns, last, now))
 		return;
 
@@ -860,6 +903,9 @@ static void rescue_from_stalled_agent(u64 now)
 		struct task_ctx *tctx = lookup_task_ctx(p);
 
 		if (!tctx || !tctx->awaiting_agent)
+			continue;
+		/* A live agent that is behind keeps the tasks it will soon read. */
+		if (!quiet && now - tctx->enqueue_ns <= agent_stall_ns)
 			continue;
 		/* The rest go at the next sweep. */
 		if (!scx_bpf_dispatch_nr_slots())
@@ -969,7 +1015,7 @@ static void report_sleep(struct task_struct *p, u64 ran, u64 now)
 	msg->exec_runtime = ran;
 	msg->enqueue_ns = now;
 	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
-	__sync_fetch_and_add(&nr_ring_msgs, 1);
+	count_ring_msg(now);
 	__sync_fetch_and_add(&nr_sleep_msgs, 1);
 }
 
