@@ -259,13 +259,16 @@ static bool is_agent_helper_thread(const struct task_struct *p)
 /*
  * Per-CPU kthreads (ksoftirqd/N, kworker/N, migration/N) and the reclaim
  * threads must never wait for user space: the agent may itself be waiting on
- * them (a page fault, an RCU callback).
+ * them (a page fault, an RCU callback). Nor must workqueue workers, bound or
+ * not: sched_ext's own watchdog is a work item on an unbound worker, and
+ * behind a storm's queue it "failed to check in for 5.076s", which ejected
+ * us with every task still running fine.
  */
 static bool must_bypass_agent(const struct task_struct *p)
 {
 	if ((p->flags & PF_KTHREAD) && p->nr_cpus_allowed == 1)
 		return true;
-	return p->flags & (PF_KSWAPD | PF_KCOMPACTD);
+	return p->flags & (PF_KSWAPD | PF_KCOMPACTD | PF_WQ_WORKER);
 }
 
 static struct cpu_state *cpu_state_of(s32 cpu)
