@@ -405,9 +405,9 @@ static u64 agent_lag_ns(u64 now)
 	if (nr_ring_msgs == consumed)
 		return 0;
 	ts = MEMBER_VPTR(ring_msg_ns, [consumed % WL_RING_ENTRIES]);
-	if (!ts || !*ts || *ts > now)
+	if (!ts || !*ts)
 		return 0;
-	return now - *ts;
+	return time_delta(now, *ts);
 }
 
 static bool agent_quiet(u64 now)
@@ -421,9 +421,9 @@ static bool agent_quiet(u64 now)
 		return false;
 	}
 
-	if (last_progress_ns > last)
+	if (time_after(last_progress_ns, last))
 		last = last_progress_ns;
-	return last && now - last > agent_stall_ns;
+	return last && time_delta(now, last) > agent_stall_ns;
 }
 
 /*
@@ -895,7 +895,7 @@ static void rescue_from_stalled_agent(u64 now)
 	u64 last = last_rescue_ns;
 	bool quiet;
 
-	if (now - last < WL_RESCUE_PERIOD_NS)
+	if (time_delta(now, last) < WL_RESCUE_PERIOD_NS)
 		return;
 	quiet = agent_quiet(now);
 	if ((!quiet && agent_lag_ns(now) <= agent_stall_ns) ||
@@ -908,7 +908,7 @@ static void rescue_from_stalled_agent(u64 now)
 		if (!tctx || !tctx->awaiting_agent)
 			continue;
 		/* A live agent that is behind keeps the tasks it will soon read. */
-		if (!quiet && now - tctx->enqueue_ns <= agent_stall_ns)
+		if (!quiet && time_delta(now, tctx->enqueue_ns) <= agent_stall_ns)
 			continue;
 		/* The rest go at the next sweep. */
 		if (!scx_bpf_dispatch_nr_slots())
