@@ -14,7 +14,8 @@
  *   ring buffer. The agent itself and per-CPU kthreads never wait for the
  *   agent: they are dispatched here. When the ring is full, or the agent has
  *   not run for too long, the task goes to a fallback queue that every CPU
- *   consumes, and the event is counted.
+ *   consumes, and the event is counted. Tasks that were already waiting for
+ *   a stalled agent are moved there too (rescue_from_stalled_agent()).
  * - ops.dispatch() drains the agent's decisions from a user ring buffer and
  *   queues each task on the per-CPU queue of the CPU the agent chose, then
  *   kicks that CPU if it is idle. A decision for an older enqueue of the task
@@ -68,6 +69,13 @@ const volatile u64 agent_stall_ns = 1000000000ULL;
  * (.rodata is frozen at load, so the condition is a known constant).
  */
 const volatile bool break_verifier;
+/*
+ * Test aid (--debug-ring-limit): the wakeup ring counts as full once this
+ * many messages wait in it (0: only when it is really full). Lets a load the
+ * VM can carry overflow it: filling the real 8192 entries takes thousands of
+ * threads woken at once.
+ */
+const volatile u32 ring_limit;
 
 /* Heartbeat period: the agent runs at least this often. */
 #define WL_HEARTBEAT_NS 100000000ULL
@@ -90,8 +98,16 @@ volatile u64 nr_sleep_msgs, nr_sleep_msgs_dropped;
 volatile u64 nr_direct_dispatches;
 /* The wakeup ring was full: the task went to the fallback queue. */
 volatile u64 nr_ring_full_fallbacks;
-/* The agent had not run for agent_stall_ns: the task bypassed it. */
+/*
+ * The agent had not run for agent_stall_ns, or the oldest message waiting
+ * for it was older than that: the task bypassed it.
+ */
 volatile u64 nr_agent_stall_fallbacks;
+/*
+ * Tasks already queued to the agent when it stalled, sent to the fallback
+ * queue without its decision (rescue_from_stalled_agent()).
+ */
+volatile u64 nr_stall_rescues;
 /* A decision for an older enqueue of the task (it was requeued meanwhile). */
 volatile u64 nr_stale_decisions;
 /* Inserted, then found stale on re-check: the insert was cancelled. */
@@ -197,6 +213,11 @@ struct task_ctx {
 	u64 exec_runtime;
 	/* When the task last left a CPU: fair.c's exec_start for task_hot(). */
 	u64 last_stop_ns;
+	/*
+	 * Queued to the agent, no decision applied yet: the task is in no DSQ,
+	 * and only the agent or rescue_from_stalled_agent() gets it running.
+	 */
+	u32 awaiting_agent;
 };
 
 struct {
@@ -238,13 +259,16 @@ static bool is_agent_helper_thread(const struct task_struct *p)
 /*
  * Per-CPU kthreads (ksoftirqd/N, kworker/N, migration/N) and the reclaim
  * threads must never wait for user space: the agent may itself be waiting on
- * them (a page fault, an RCU callback).
+ * them (a page fault, an RCU callback). Nor must workqueue workers, bound or
+ * not: sched_ext's own watchdog is a work item on an unbound worker, and
+ * behind a storm's queue it "failed to check in for 5.076s", which ejected
+ * us with every task still running fine.
  */
 static bool must_bypass_agent(const struct task_struct *p)
 {
 	if ((p->flags & PF_KTHREAD) && p->nr_cpus_allowed == 1)
 		return true;
-	return p->flags & (PF_KSWAPD | PF_KCOMPACTD);
+	return p->flags & (PF_KSWAPD | PF_KCOMPACTD | PF_WQ_WORKER);
 }
 
 static struct cpu_state *cpu_state_of(s32 cpu)
@@ -348,6 +372,58 @@ static bool agent_stalled(u64 now)
 		last_progress_ns = agent_last_run_ns;
 	return nr_ring_msgs != consumed && last_progress_ns &&
 	       time_delta(now, last_progress_ns) > agent_stall_ns;
+}
+
+/*
+ * The agent has neither run nor consumed anything for agent_stall_ns. A
+ * healthy agent runs at least every heartbeat, work or not.
+ */
+/*
+ * When each message in the ring was queued, by its sequence number (the
+ * nr_ring_msgs it was counted as): the entry at agent_consumed is the oldest
+ * message the agent has not read, so it says how far behind the agent is.
+ * Approximate under races (a CPU may count its message a little before or
+ * after another's), which is all a threshold of agent_stall_ns needs.
+ */
+static u64 ring_msg_ns[WL_RING_ENTRIES];
+
+static void count_ring_msg(u64 now)
+{
+	u64 seq = __sync_fetch_and_add(&nr_ring_msgs, 1);
+	u64 *ts = MEMBER_VPTR(ring_msg_ns, [seq % WL_RING_ENTRIES]);
+
+	if (ts)
+		*ts = now;
+}
+
+/* How long the oldest message not yet read by the agent has waited. */
+static u64 agent_lag_ns(u64 now)
+{
+	u64 consumed = agent_consumed;
+	u64 *ts;
+
+	if (nr_ring_msgs == consumed)
+		return 0;
+	ts = MEMBER_VPTR(ring_msg_ns, [consumed % WL_RING_ENTRIES]);
+	if (!ts || !*ts)
+		return 0;
+	return time_delta(now, *ts);
+}
+
+static bool agent_quiet(u64 now)
+{
+	u64 consumed = agent_consumed, last = agent_last_run_ns;
+
+	/* A busy agent may run for long without ops.running(): progress counts. */
+	if (consumed != seen_consumed) {
+		seen_consumed = consumed;
+		last_progress_ns = now;
+		return false;
+	}
+
+	if (time_after(last_progress_ns, last))
+		last = last_progress_ns;
+	return last && time_delta(now, last) > agent_stall_ns;
 }
 
 /*
@@ -491,16 +567,20 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 
 	/*
 	 * The agent has not run for long while tasks wait for it (stopped,
-	 * starved, dying): don't make things worse, run the task without it.
+	 * starved, dying), or it is so far behind that this task would wait
+	 * agent_stall_ns just to be read: don't make things worse, run the
+	 * task without it.
 	 */
-	if (agent_stalled(now)) {
+	if (agent_stalled(now) || agent_lag_ns(now) > agent_stall_ns) {
 		__sync_fetch_and_add(&nr_agent_stall_fallbacks, 1);
 		tctx->select_valid = 0;
 		dispatch_fallback(p, enq_flags);
 		return;
 	}
 
-	msg = bpf_ringbuf_reserve(&wakeups, sizeof(*msg), 0);
+	msg = NULL;
+	if (!ring_limit || nr_ring_msgs - agent_consumed < ring_limit)
+		msg = bpf_ringbuf_reserve(&wakeups, sizeof(*msg), 0);
 	if (!msg) {
 		__sync_fetch_and_add(&nr_ring_full_fallbacks, 1);
 		tctx->select_valid = 0;
@@ -558,8 +638,9 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 				  p->cpus_ptr))
 		__builtin_memset(msg->cpus_allowed, 0xff, sizeof(msg->cpus_allowed));
 
+	tctx->awaiting_agent = 1;
 	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
-	__sync_fetch_and_add(&nr_ring_msgs, 1);
+	count_ring_msg(now);
 	__sync_fetch_and_add(&nr_queued_to_agent, 1);
 	wake_agent();
 }
@@ -683,6 +764,7 @@ insert:
 		__sync_fetch_and_add(&nr_cancelled_dispatches, 1);
 		goto out;
 	}
+	tctx->awaiting_agent = 0;
 	__sync_fetch_and_add(&nr_agent_dispatches, 1);
 	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 out:
@@ -793,6 +875,52 @@ static bool newidle_balance(s32 cpu, u64 now)
 	return false;
 }
 
+/*
+ * The agent stalled (stopped with SIGSTOP, starved, stuck in a page fault)
+ * or fell more than agent_stall_ns behind (a storm under a slow CPU) while
+ * tasks it had been sent were waiting for its decision. New tasks bypass it
+ * (queue_to_agent()), but these would wait until the watchdog ejects us
+ * ("runnable task stall", or "watchdog failed to check in" when the task is
+ * the watchdog's own kworker): send them to the fallback queue. Their generation is bumped, so
+ * a decision the agent makes for them later is dropped as stale. One CPU
+ * sweeps at a time, at most every WL_RESCUE_PERIOD_NS, and only while the
+ * agent is quiet or behind, so a healthy agent costs nothing here.
+ */
+#define WL_RESCUE_PERIOD_NS 100000000ULL
+static u64 last_rescue_ns;
+
+static void rescue_from_stalled_agent(u64 now)
+{
+	struct task_struct *p;
+	u64 last = last_rescue_ns;
+	bool quiet;
+
+	if (time_delta(now, last) < WL_RESCUE_PERIOD_NS)
+		return;
+	quiet = agent_quiet(now);
+	if ((!quiet && agent_lag_ns(now) <= agent_stall_ns) ||
+	    !__sync_bool_compare_and_swap(&last_rescue_ns, last, now))
+		return;
+
+	bpf_for_each(task, p, NULL, BPF_TASK_ITER_ALL_THREADS) {
+		struct task_ctx *tctx = lookup_task_ctx(p);
+
+		if (!tctx || !tctx->awaiting_agent)
+			continue;
+		/* A live agent that is behind keeps the tasks it will soon read. */
+		if (!quiet && time_delta(now, tctx->enqueue_ns) <= agent_stall_ns)
+			continue;
+		/* The rest go at the next sweep. */
+		if (!scx_bpf_dispatch_nr_slots())
+			break;
+		tctx->awaiting_agent = 0;
+		tctx->enq_cnt++;
+		scx_bpf_dsq_insert(p, WL_FALLBACK_DSQ, slice_ns, 0);
+		scx_bpf_kick_cpu(scx_bpf_task_cpu(p), SCX_KICK_IDLE);
+		__sync_fetch_and_add(&nr_stall_rescues, 1);
+	}
+}
+
 void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
 {
 	u64 now = scx_bpf_now();
@@ -800,6 +928,11 @@ void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
 	refresh_cpu_state(cpu, now);
 
 	bpf_user_ringbuf_drain(&decisions, apply_decision, NULL, BPF_RB_NO_WAKEUP);
+	/*
+	 * After the drain: apply_decision() takes its first dispatch slot
+	 * unchecked, so the sweep, which checks each, gets what is left.
+	 */
+	rescue_from_stalled_agent(now);
 
 	/*
 	 * The agent goes first: every task it has not placed yet is waiting
@@ -852,6 +985,7 @@ void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
 	tctx = lookup_task_ctx(p);
 	if (!tctx)
 		return;
+	tctx->awaiting_agent = 0;
 	tctx->start_ns = now;
 	if (tctx->enqueue_ns) {
 		u32 b = log2_bucket(time_delta(now, tctx->enqueue_ns));
@@ -884,7 +1018,7 @@ static void report_sleep(struct task_struct *p, u64 ran, u64 now)
 	msg->exec_runtime = ran;
 	msg->enqueue_ns = now;
 	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
-	__sync_fetch_and_add(&nr_ring_msgs, 1);
+	count_ring_msg(now);
 	__sync_fetch_and_add(&nr_sleep_msgs, 1);
 }
 

@@ -3,6 +3,7 @@
 //! flags.
 
 mod live;
+mod supervise;
 
 use std::process::ExitCode;
 
@@ -48,6 +49,23 @@ struct Opts {
     #[arg(long, value_name = "FILE")]
     trace: Option<std::path::PathBuf>,
 
+    /// Run the scheduler in a child process and start it again, with
+    /// backoff, when it fails (killed, ejected by the kernel, load error).
+    /// Ctrl-C or SIGTERM stops the child cleanly and does not restart it.
+    #[arg(long)]
+    supervise: bool,
+
+    /// With --supervise: give up after N failures in a row (a run of a
+    /// minute or more starts the count over).
+    #[arg(long, value_name = "N", default_value_t = 5, requires = "supervise",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    restart_limit: u32,
+
+    /// With --supervise: wait SECS before the first restart, doubling up to
+    /// 30 s for each further failure in a row.
+    #[arg(long, value_name = "SECS", default_value_t = 1.0, requires = "supervise", value_parser = parse_interval)]
+    restart_delay: f64,
+
     /// More logging (libbpf's messages, the verifier log on load failures).
     #[arg(short = 'v', long)]
     verbose: bool,
@@ -55,6 +73,12 @@ struct Opts {
     /// Test aid: load a BPF program the verifier must reject.
     #[arg(long, hide = true)]
     debug_break_verifier: bool,
+
+    /// Test aid: treat the wakeup ring as full once N messages wait in it,
+    /// so that a load the VM can carry overflows it (tests/vm/reliability.sh).
+    #[arg(long, hide = true, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=8192))]
+    debug_ring_limit: u32,
 
     #[clap(flatten)]
     policy: scx_wakelab::policy::PolicyArgs,
@@ -104,6 +128,24 @@ fn parse_interval(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// clap's error as one line. Its first line names the flag and the problem,
+/// except when it ends in ':' and the indented lines below carry the names
+/// ("the following required arguments were not provided:\n  --supervise").
+fn one_line_usage_error(text: &str) -> String {
+    let mut lines = text.lines();
+    let mut out = lines.next().unwrap_or("error: invalid arguments").trim_end().to_string();
+    if out.ends_with(':') {
+        let names: Vec<&str> = lines
+            .take_while(|l| l.starts_with(char::is_whitespace) && !l.trim().is_empty())
+            .map(str::trim)
+            .collect();
+        if !names.is_empty() {
+            out = format!("{out} {}", names.join(", "));
+        }
+    }
+    out
+}
+
 fn init_logging(verbose: bool) {
     let cfg = ConfigBuilder::new()
         .set_time_level(LevelFilter::Error)
@@ -124,9 +166,7 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
-            // One line: clap's first line names the flag and the problem.
-            let text = e.to_string();
-            eprintln!("{}", text.lines().next().unwrap_or("invalid arguments"));
+            eprintln!("{}", one_line_usage_error(&e.to_string()));
             return ExitCode::from(2);
         }
     };
@@ -156,6 +196,25 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if opts.supervise && !supervise::is_child() {
+        let limits = supervise::Limits {
+            max_failures: opts.restart_limit,
+            first_delay: std::time::Duration::from_secs_f64(opts.restart_delay),
+        };
+        return match supervise::run(limits) {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    // Before anything is logged: "another scheduler is running" and the
+    // like are one line too.
+    if let Err(e) = live::env_checks::check_can_load(std::path::Path::new("/sys"), unsafe { libc::geteuid() }) {
+        eprintln!("error: {e:#}");
+        return ExitCode::FAILURE;
+    }
     info!("scx_wakelab {} options: {:?}", env!("CARGO_PKG_VERSION"), opts);
 
     let cfg = live::agent::AgentConfig {
@@ -163,6 +222,7 @@ fn main() -> ExitCode {
         partial: opts.partial,
         exit_dump_len: opts.exit_dump_len,
         break_verifier: opts.debug_break_verifier,
+        ring_limit: opts.debug_ring_limit,
         open_opts: opts.libbpf.clone().into_bpf_open_opts(),
     };
     match live::run_scheduler(cfg, policy, opts.stats, &opts.socket, opts.trace.as_deref()) {

@@ -35,6 +35,8 @@ pub struct AgentConfig {
     pub exit_dump_len: u32,
     /// Test aid: load a program the verifier must reject.
     pub break_verifier: bool,
+    /// Test aid: the wakeup ring counts as full at this many messages (0 = never early).
+    pub ring_limit: u32,
     pub open_opts: Option<libbpf_rs::libbpf_sys::bpf_object_open_opts>,
 }
 
@@ -86,6 +88,7 @@ impl<'a> Agent<'a> {
         rodata.agent_tgid = std::process::id() as i32;
         rodata.slice_ns = cfg.slice_ns;
         rodata.break_verifier = cfg.break_verifier;
+        rodata.ring_limit = cfg.ring_limit;
 
         let ops = skel.struct_ops.wakelab_ops_mut();
         // KEEP_BUILTIN_IDLE: we define ops.update_idle() for our table but

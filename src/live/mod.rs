@@ -60,6 +60,10 @@ pub fn run_scheduler(
     let started = Instant::now();
     let result = loop {
         let topo = scx_utils::Topology::new().context("reading the CPU topology from sysfs")?;
+        // Logged at each (re)load: after CPU hotplug this is the new topology.
+        let mut online: Vec<usize> = topo.all_cpus.keys().copied().collect();
+        online.sort_unstable();
+        info!("topology: {} CPUs online ({})", online.len(), cpu_ranges(&online));
         let policy = config.lock().map(|c| c.clone()).unwrap_or_default();
         let mut placer = Placer::new(topology_from_scx(&topo)?, policy, unsafe { libc::gettid() }, cfg.slice_ns)?;
         if let Some((tx, _)) = &tracer {
@@ -100,6 +104,21 @@ pub fn run_scheduler(
     // The same totals for scripts and tests, on one line.
     info!("exit stats json: {}", serde_json::to_string(&total).unwrap_or_default());
     result.map(|_| ())
+}
+
+/// "0-2,4-7" for [0, 1, 2, 4, 5, 6, 7].
+fn cpu_ranges(cpus: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
+        i = j + 1;
+    }
+    out.join(",")
 }
 
 fn spawn_stats_printer(
@@ -198,4 +217,15 @@ fn spawn_trace_writer(
         Ok(n)
     });
     Ok((tx, h))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cpu_ranges_are_compact() {
+        assert_eq!(super::cpu_ranges(&[0, 1, 2, 4, 5, 6, 7]), "0-2,4-7");
+        assert_eq!(super::cpu_ranges(&[3]), "3");
+        assert_eq!(super::cpu_ranges(&[0, 2]), "0,2");
+        assert_eq!(super::cpu_ranges(&[]), "");
+    }
 }

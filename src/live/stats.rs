@@ -70,6 +70,7 @@ live_metrics! {
     nr_direct_dispatches,
     nr_ring_full_fallbacks,
     nr_agent_stall_fallbacks,
+    nr_stall_rescues,
     nr_stale_decisions,
     nr_cancelled_dispatches,
     nr_bounced_decisions,
@@ -109,6 +110,7 @@ impl LiveMetrics {
         rd!(nr_direct_dispatches);
         rd!(nr_ring_full_fallbacks);
         rd!(nr_agent_stall_fallbacks);
+        rd!(nr_stall_rescues);
         rd!(nr_stale_decisions);
         rd!(nr_cancelled_dispatches);
         rd!(nr_bounced_decisions);
@@ -209,12 +211,13 @@ impl LiveMetrics {
         );
         let _ = write!(
             s,
-            "bpf: queued {} agent_dispatch {} direct {} ring_full {} agent_stall {} stale {} cancel {} bounce {} gone {} | enqueue->run p50 {} p99 {} | agent cpu {:.1}% (process {:.1}%)",
+            "bpf: queued {} agent_dispatch {} direct {} ring_full {} agent_stall {} rescued {} stale {} cancel {} bounce {} gone {} | enqueue->run p50 {} p99 {} | agent cpu {:.1}% (process {:.1}%)",
             self.nr_queued_to_agent,
             self.nr_agent_dispatches,
             self.nr_direct_dispatches,
             self.nr_ring_full_fallbacks,
             self.nr_agent_stall_fallbacks,
+            self.nr_stall_rescues,
             self.nr_stale_decisions,
             self.nr_cancelled_dispatches,
             self.nr_bounced_decisions,

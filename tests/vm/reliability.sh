@@ -1,0 +1,324 @@
+#!/bin/sh
+# Reliability checks (issue 5), run inside the VM by tools/vm-tests: load,
+# faults and bad input, each with its evidence. Besides the CHECK lines,
+#   CASE <id> <what was done>     starts a case (its CHECKs follow)
+#   EVID <key>: <text>            evidence for the current case
+# which `tools/vm-tests --table FILE` turns into the table in docs/reliability.md.
+# Every workload task writes a line when it finishes; "nothing lost" means
+# every line is there.
+. ./lib.sh
+NCPU=$(nproc)
+T=/usr/local/bin/timeout
+export RUST_BACKTRACE=0
+
+case_() { echo "CASE $1 $2"; dmesg -c >/dev/null; }
+evid() { k=$1; shift; echo "EVID $k: $*"; }
+
+# The kernel's sched_ext lines since the case started (enable, disable,
+# restart, ejection reasons), as evidence.
+kernel_evidence() {
+    dmesg | grep -E 'sched_ext|scx' | sed 's/^\[[ 0-9.]*\] //' | tail -n "${1:-6}" | while read -r l; do
+        evid kernel "$l"
+    done
+}
+
+# counter NAME: from `scx_wakelab stats --json` of the running instance.
+counter() {
+    scx_wakelab stats --json 2>/dev/null | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" | head -n 1
+}
+# exit_counter NAME LOG: from the exit stats line of a finished instance.
+exit_counter() {
+    sed -n 's/.*exit stats json: //p' "$2" | tail -n 1 | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"
+}
+
+# jobs ID N ROUNDS: N background jobs, each forking 2*ROUNDS short-lived
+# processes through a pipe, then writing one line to /tmp/done.ID.
+jobs_start() {
+    rm -f "/tmp/done.$1"
+    j=0
+    while [ $j -lt "$2" ]; do
+        ( i=0; while [ $i -lt "$3" ]; do echo $i | cat >/dev/null; i=$((i + 1)); done
+          echo "job $j" >>"/tmp/done.$1" ) &
+        j=$((j + 1))
+    done
+}
+jobs_done() { [ -f "/tmp/done.$1" ] && wc -l <"/tmp/done.$1" || echo 0; }
+
+# stress-ng (0.15 in the guest) says which stressors it started and whether
+# every instance completed: "successful run completed" (else "unsuccessful").
+stress_summary() {
+    echo "$(sed -n 's/.*dispatching hogs: //p' "$1" | head -n 1) -> $(grep -oE '(un)?successful run completed' "$1" | head -n 1)"
+}
+stress_ok() { grep -q 'dispatching hogs' "$1" && grep -q ' successful run completed' "$1"; }
+
+# one_line_error NAME EXPECTED_RC CMD...: the command fails with EXPECTED_RC
+# (or any non-zero code if "nz"), one line on stderr, no panic or backtrace.
+one_line_error() {
+    name=$1; want=$2; shift 2
+    "$@" >/tmp/bad.out 2>/tmp/bad.err
+    rc=$?
+    lines=$(grep -c . /tmp/bad.err)
+    first=$(head -n 1 /tmp/bad.err)
+    evid "$name" "\`$*\` -> exit $rc: $first"
+    if [ "$rc" -ne 0 ] && { [ "$want" = nz ] || [ "$rc" = "$want" ]; } && [ "$lines" = 1 ] \
+        && ! grep -qiE 'panicked|backtrace' /tmp/bad.err; then
+        pass "$name"
+    else
+        fail "$name" "exit $rc, $lines stderr lines: $(head -c 300 /tmp/bad.err | tr '\n' ' ')"
+    fi
+}
+
+wait_file_line() { # FILE PATTERN SECS
+    i=0
+    while ! grep -q "$2" "$1" 2>/dev/null && [ $i -lt $(( $3 * 10 )) ]; do sleep 0.1; i=$((i + 1)); done
+    grep -q "$2" "$1" 2>/dev/null
+}
+
+child_pid() { sed -n 's/.*scx_wakelab started (pid \([0-9]*\)).*/\1/p' "$1" | tail -n 1; }
+
+expect_eq state_disabled_before_tests "$(sched_state)" disabled
+echo "EVID env: kernel $(uname -r), $NCPU CPUs, clock ${WAKELAB_CLOCK:-?}"
+
+# --- 1. Bad input, no scheduler needed ----------------------------------------
+case_ bad_input "every flag kind with out-of-range, malformed and conflicting values; bad explain scenario files; clients with no running instance"
+one_line_error bad_unknown_flag 2 scx_wakelab --no-such-flag
+one_line_error bad_slice_out_of_range 2 scx_wakelab --slice-us 0
+one_line_error bad_slice_not_a_number 2 scx_wakelab --slice-us abc
+one_line_error bad_stats_interval 2 scx_wakelab --stats 0
+one_line_error bad_exit_dump_len 2 scx_wakelab --exit-dump-len=-5
+one_line_error bad_preset 2 scx_wakelab --preset v4.19
+one_line_error bad_set_malformed 2 scx_wakelab --set missing_equals
+one_line_error bad_set_unknown_key 2 scx_wakelab --set no_such_flag=1
+one_line_error bad_set_bad_value 2 scx_wakelab --set recent_used=sideways
+one_line_error bad_set_out_of_range 2 scx_wakelab --set imbalance_pct_llc=5
+one_line_error bad_set_conflict 2 scx_wakelab --set idle_scan=single-pass --set idle_candidate=false
+one_line_error bad_restart_limit 2 scx_wakelab --supervise --restart-limit 0
+one_line_error bad_restart_option_alone 2 scx_wakelab --restart-delay 2
+echo '{"topology": ' >/tmp/truncated.json
+echo '{"topology": {"nodes": "two"}}' >/tmp/wrongtype.json
+one_line_error bad_explain_missing_file nz scx_wakelab explain /tmp/no-such-scenario.json
+one_line_error bad_explain_truncated_json nz scx_wakelab explain /tmp/truncated.json
+one_line_error bad_explain_wrong_field_type nz scx_wakelab explain /tmp/wrongtype.json
+one_line_error bad_stats_no_instance 1 scx_wakelab stats
+one_line_error bad_set_no_instance 1 scx_wakelab set wa_idle=false
+one_line_error bad_monitor_no_instance 1 scx_wakelab stats --monitor 1
+expect_eq state_still_disabled_after_bad_input "$(sched_state)" disabled
+
+# --- 2. Ring-overflow storm, 45 s, scx CI protocol --------------------------
+# A thread storm (stress-ng pthread: each worker creates up to 1024 threads
+# that wait on a condition variable, then wakes them all with one broadcast),
+# fork and clone storms and fork-loop jobs, for 45 s. The ring counts as full
+# at $RING_LIMIT waiting messages (hidden --debug-ring-limit; the same
+# fallback path): overflowing the real 8192 entries takes ~9000 threads woken
+# at once, which under TCG leaves runnable tasks more than the watchdog's 5 s
+# behind (measured with perf bench futex wake -t 9000: "watchdog failed to
+# check in for 5.056s"), and an agent more than a second behind is bypassed
+# before its ring fills (~100-300 decisions/s here), so the limit is small.
+RING_LIMIT=64
+case_ storm "thread/fork storm for 45 s: stress-ng --pthread $NCPU --pthread-max 1024 --fork $NCPU --clone $NCPU, 16 fork-loop jobs; under \`timeout --preserve-status 80 scx_wakelab --debug-ring-limit $RING_LIMIT\`"
+$T --foreground --preserve-status 80 scx_wakelab --debug-ring-limit $RING_LIMIT --stats 10 >/tmp/storm.sched 2>&1 &
+SCHED=$!
+if wait_state enabled 30; then pass storm_scheduler_enabled; else fail storm_scheduler_enabled "state $(sched_state)"; fi
+stress-ng -t 45 --pthread "$NCPU" --pthread-max 1024 --fork "$NCPU" --fork-max 256 --clone "$NCPU" \
+    --clone-max 256 --metrics-brief >/tmp/storm.stress 2>&1 &
+STRESS=$!
+jobs_start storm 16 20
+wait $STRESS
+SRC=$?
+expect_eq storm_stress_ng_exit_0 "$SRC" 0
+if stress_ok /tmp/storm.stress; then pass storm_every_stressor_completed
+else fail storm_every_stressor_completed "$(tail -n 3 /tmp/storm.stress | tr '\n' ' ')"; fi
+# The jobs finish under our scheduler too (it runs until 80 s).
+while [ "$(jobs_done storm)" -lt 16 ] && kill -0 $SCHED 2>/dev/null; do sleep 1; done
+N=$(jobs_done storm)
+if [ "$(sched_state)" = enabled ]; then LOADED="all under scx_wakelab"; else
+    LOADED="the last after it unloaded at 80 s"
+    i=0; while [ "$(jobs_done storm)" -lt 16 ] && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
+    N=$(jobs_done storm)
+fi
+expect_eq storm_fork_jobs_all_done "$N" 16
+wait $SCHED
+RC=$?
+evid completions "stress-ng exit $SRC: $(stress_summary /tmp/storm.stress); fork-loop jobs done $N of 16 (640 processes), $LOADED"
+evid exit "scx_wakelab exit status $RC after SIGTERM at 80 s; $(grep -m1 'EXIT:' /tmp/storm.sched)"
+expect_eq storm_scheduler_exit_0 "$RC" 0
+RF=$(exit_counter nr_ring_full_fallbacks /tmp/storm.sched)
+AD=$(exit_counter nr_agent_dispatches /tmp/storm.sched)
+SF=$(exit_counter nr_agent_stall_fallbacks /tmp/storm.sched)
+SR=$(exit_counter nr_stall_rescues /tmp/storm.sched)
+evid counters "nr_ring_full_fallbacks $RF, nr_agent_stall_fallbacks $SF, nr_stall_rescues $SR, nr_agent_dispatches $AD"
+if [ "${RF:-0}" -gt 0 ]; then pass storm_ring_overflowed_into_fallback; else fail storm_ring_overflowed_into_fallback "nr_ring_full_fallbacks ${RF:-none}"; fi
+ERRS=$(kernel_errors)
+if [ -z "$ERRS" ]; then pass storm_no_stall_in_kernel_log; else fail storm_no_stall_in_kernel_log "$ERRS"; fi
+kernel_evidence 4
+wait_state disabled 10 >/dev/null
+
+# --- 3. SIGKILL of the agent mid-load, supervised ---------------------------
+case_ sigkill "SIGKILL to the agent 5 s into a load, under \`scx_wakelab --supervise --restart-delay 3\`; then SIGTERM to the supervisor"
+scx_wakelab --supervise --restart-delay 3 >/tmp/kill.sched 2>&1 &
+SUP=$!
+if wait_state enabled 30; then pass sigkill_scheduler_enabled; else fail sigkill_scheduler_enabled "state $(sched_state)"; fi
+CHILD=$(child_pid /tmp/kill.sched)
+stress-ng -t 20 -c "$NCPU" -f "$NCPU" --metrics-brief >/tmp/kill.stress 2>&1 &
+STRESS=$!
+jobs_start kill 16 40
+# A CPU hog whose class /proc/PID/sched shows (ext.enabled 1: ours, 0: fair).
+( while :; do :; done ) &
+HOG=$!
+ext_of() { grep 'ext.enabled' /proc/$1/sched 2>/dev/null | awk '{print $NF}'; }
+sleep 5
+BEFORE=$(ext_of $HOG)
+kill -9 "$CHILD"
+# The restart waits 3 s: the fair class has the tasks meanwhile.
+if wait_state disabled 10; then pass sigkill_state_goes_disabled; else fail sigkill_state_goes_disabled "state $(sched_state)"; fi
+FAIR=$(ext_of $HOG)
+expect_eq sigkill_tasks_back_on_fair_class "$BEFORE -> $FAIR" "1 -> 0"
+if wait_state enabled 40; then pass sigkill_supervisor_brings_it_back; else fail sigkill_supervisor_brings_it_back "state $(sched_state)"; fi
+AGAIN=$(ext_of $HOG)
+evid sched_class "a CPU hog's ext.enabled: $BEFORE before the kill, $FAIR after it, $AGAIN after the restart"
+expect_eq sigkill_tasks_back_on_ours_after_restart "$AGAIN" 1
+kill $HOG
+NEW=$(child_pid /tmp/kill.sched)
+evid supervisor "$(grep -m1 'killed by signal' /tmp/kill.sched | sed 's/^.*supervisor/supervisor/'); new pid $NEW (was $CHILD)"
+OPS=$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)
+case "$OPS" in wakelab*) pass sigkill_restarted_instance_is_ours ;; *) fail sigkill_restarted_instance_is_ours "root/ops '$OPS'" ;; esac
+wait $STRESS
+RC=$?
+expect_eq sigkill_stress_ng_exit_0 "$RC" 0
+i=0; while [ "$(jobs_done kill)" -lt 16 ] && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
+N=$(jobs_done kill)
+evid completions "stress-ng exit $RC: $(stress_summary /tmp/kill.stress); fork-loop jobs done $N of 16 (1280 processes)"
+expect_eq sigkill_every_task_finished "$N $(stress_ok /tmp/kill.stress && echo ok)" "16 ok"
+# Ask for a decision from the restarted agent before stopping it.
+D=$(counter nr_agent_dispatches)
+evid counters "restarted agent: nr_agent_dispatches $D"
+if [ "${D:-0}" -gt 0 ]; then pass sigkill_restarted_agent_places_tasks; else fail sigkill_restarted_agent_places_tasks "nr_agent_dispatches ${D:-none}"; fi
+kill -TERM "$SUP"
+wait $SUP
+RC=$?
+expect_eq sigkill_supervisor_stops_cleanly_on_sigterm "$RC" 0
+sleep 3
+expect_eq sigkill_no_restart_after_sigterm "$(sched_state)" disabled
+evid exit "supervisor exit $RC on SIGTERM; $(grep 'stopped on request' /tmp/kill.sched | sed 's/^.*supervisor/supervisor/')"
+ERRS=$(kernel_errors)
+if [ -z "$ERRS" ]; then pass sigkill_no_stall_in_kernel_log; else fail sigkill_no_stall_in_kernel_log "$ERRS"; fi
+kernel_evidence 6
+
+# --- 4. SIGSTOP of the agent past the watchdog timeout ----------------------
+case_ sigstop "SIGSTOP to the agent for 8 s (watchdog timeout 5 s) under a load, supervised; then SIGCONT"
+scx_wakelab --supervise --restart-delay 1 --exit-dump-len 32768 >/tmp/stop.sched 2>&1 &
+SUP=$!
+if wait_state enabled 30; then pass sigstop_scheduler_enabled; else fail sigstop_scheduler_enabled "state $(sched_state)"; fi
+CHILD=$(child_pid /tmp/stop.sched)
+stress-ng -t 25 -c "$NCPU" -f "$NCPU" --metrics-brief >/tmp/stop.stress 2>&1 &
+STRESS=$!
+jobs_start stop 16 40
+sleep 3
+SF0=$(counter nr_agent_stall_fallbacks); AD0=$(counter nr_agent_dispatches); SR0=$(counter nr_stall_rescues)
+kill -STOP "$CHILD"
+SEEN=""
+i=0
+while [ $i -lt 16 ]; do
+    s=$(sched_state); case " $SEEN " in *" $s "*) ;; *) SEEN="$SEEN $s" ;; esac
+    sleep 0.5; i=$((i + 1))
+done
+kill -CONT "$CHILD"
+evid state "states seen while stopped:$SEEN"
+expect_eq sigstop_never_ejected "$SEEN" " enabled"
+if [ "$SEEN" != " enabled" ]; then
+    sleep 2
+    evid ejection "$(grep -m1 'EXIT:' /tmp/stop.sched)"
+    echo "--- supervised scheduler's log after the ejection (exit dump) ---"
+    grep -v '^\s*$' /tmp/stop.sched | grep -A80 -m1 'DEBUG DUMP' | head -n 80
+fi
+sleep 3
+SF1=$(counter nr_agent_stall_fallbacks); AD1=$(counter nr_agent_dispatches); SR1=$(counter nr_stall_rescues)
+sleep 3
+AD2=$(counter nr_agent_dispatches)
+evid counters "nr_agent_stall_fallbacks $SF0 -> $SF1; nr_stall_rescues (tasks already waiting for the stopped agent) $SR0 -> $SR1; nr_agent_dispatches $AD0 -> $AD1 -> $AD2 (3 s after SIGCONT, 6 s after)"
+if [ "${SF1:-0}" -gt "${SF0:-0}" ]; then pass sigstop_stall_fallback_counted; else fail sigstop_stall_fallback_counted "$SF0 -> $SF1"; fi
+if [ "${AD2:-0}" -gt "${AD1:-0}" ]; then pass sigstop_agent_places_again_after_sigcont; else fail sigstop_agent_places_again_after_sigcont "$AD1 -> $AD2"; fi
+expect_eq sigstop_same_instance "$(child_pid /tmp/stop.sched)" "$CHILD"
+wait $STRESS
+RC=$?
+expect_eq sigstop_stress_ng_exit_0 "$RC" 0
+i=0; while [ "$(jobs_done stop)" -lt 16 ] && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
+N=$(jobs_done stop)
+evid completions "stress-ng exit $RC: $(stress_summary /tmp/stop.stress); fork-loop jobs done $N of 16 (1280 processes)"
+expect_eq sigstop_every_task_finished "$N $(stress_ok /tmp/stop.stress && echo ok)" "16 ok"
+ERRS=$(kernel_errors)
+if [ -z "$ERRS" ]; then pass sigstop_no_stall_in_kernel_log; else fail sigstop_no_stall_in_kernel_log "$ERRS"; fi
+kill -TERM "$SUP"
+wait $SUP
+RC=$?
+expect_eq sigstop_supervisor_exit_0 "$RC" 0
+kernel_evidence 6
+wait_state disabled 10 >/dev/null
+
+# --- 5. CPU offline and online ------------------------------------------------
+HOT=3
+case_ hotplug "CPU $HOT offline, then online, under a load; plus runtime \`set\` with an unknown flag and value"
+$T --foreground --preserve-status 400 scx_wakelab >/tmp/hot.sched 2>&1 &
+SCHED=$!
+if wait_state enabled 30; then pass hotplug_scheduler_enabled; else fail hotplug_scheduler_enabled "state $(sched_state)"; fi
+one_line_error runtime_set_unknown_key 1 scx_wakelab set no_such_flag=1
+one_line_error runtime_set_bad_value 1 scx_wakelab set recent_used=sideways
+one_line_error runtime_set_malformed 1 scx_wakelab set wa_idle
+expect_eq runtime_bad_set_leaves_scheduler_running "$(sched_state)" enabled
+stress-ng -t 25 -c "$NCPU" -f "$NCPU" --metrics-brief >/tmp/hot.stress 2>&1 &
+STRESS=$!
+jobs_start hot 16 40
+sleep 3
+echo 0 >/sys/devices/system/cpu/cpu$HOT/online
+if wait_file_line /tmp/hot.sched "topology: $((NCPU - 1)) CPUs online" 90 && wait_state enabled 30; then
+    pass hotplug_offline_restarts_with_fewer_cpus
+else fail hotplug_offline_restarts_with_fewer_cpus "state $(sched_state); $(grep -E 'loaded:|restart|EXIT' /tmp/hot.sched | tail -n 3 | tr '\n' ' ')"; fi
+evid after_offline "$(grep -E 'asked for a restart|topology:' /tmp/hot.sched | sed 's/^.*topology/topology/;s/^.*the kernel/the kernel/' | tail -n 2 | tr '\n' ';')"
+sleep 3
+echo 1 >/sys/devices/system/cpu/cpu$HOT/online
+i=0; while [ "$(grep -c 'topology: ' /tmp/hot.sched)" -lt 3 ] && [ $i -lt 90 ]; do sleep 1; i=$((i + 1)); done
+if grep 'topology: ' /tmp/hot.sched | tail -n 1 | grep -q "topology: $NCPU CPUs online" && wait_state enabled 30; then
+    pass hotplug_online_restarts_with_all_cpus
+else fail hotplug_online_restarts_with_all_cpus "state $(sched_state); $(grep -E 'loaded:|restart|EXIT' /tmp/hot.sched | tail -n 3 | tr '\n' ' ')"; fi
+evid after_online "$(grep -E 'asked for a restart|topology:' /tmp/hot.sched | sed 's/^.*topology/topology/;s/^.*the kernel/the kernel/' | tail -n 2 | tr '\n' ';')"
+expect_eq hotplug_same_process "$(kill -0 $SCHED 2>/dev/null && echo alive)" alive
+wait $STRESS
+RC=$?
+expect_eq hotplug_stress_ng_exit_0 "$RC" 0
+i=0; while [ "$(jobs_done hot)" -lt 16 ] && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
+N=$(jobs_done hot)
+evid completions "stress-ng exit $RC: $(stress_summary /tmp/hot.stress); fork-loop jobs done $N of 16 (1280 processes)"
+expect_eq hotplug_every_task_finished "$N $(stress_ok /tmp/hot.stress && echo ok)" "16 ok"
+kill -TERM $SCHED 2>/dev/null
+wait $SCHED
+RC=$?
+evid exit "scx_wakelab exit status $RC after SIGTERM; loads: $(grep -c 'loaded:' /tmp/hot.sched)"
+echo "--- hotplug scheduler log (restarts) ---"; grep -E 'restart|topology|loaded|EXIT' /tmp/hot.sched
+expect_eq hotplug_scheduler_exit_0 "$RC" 0
+ERRS=$(kernel_errors)
+if [ -z "$ERRS" ]; then pass hotplug_no_stall_in_kernel_log; else fail hotplug_no_stall_in_kernel_log "$ERRS"; fi
+kernel_evidence 8
+wait_state disabled 10 >/dev/null
+
+# --- 6. Another scheduler already loaded ------------------------------------
+if command -v scx_rlfifo >/dev/null; then OTHER=scx_rlfifo; else OTHER=scx_wakelab; fi
+case_ other_scheduler "$OTHER loaded first; then scx_wakelab, and scx_wakelab --supervise --restart-limit 2"
+$OTHER >/tmp/other.log 2>&1 &
+OTHERPID=$!
+if wait_state enabled 30; then pass other_scheduler_enabled; else fail other_scheduler_enabled "state $(sched_state)"; fi
+OPS=$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)
+evid loaded "root/ops: $OPS"
+one_line_error other_scheduler_refused_clearly 1 scx_wakelab
+if grep -q "already running ($OPS" /tmp/bad.err; then pass other_scheduler_named; else fail other_scheduler_named "$(cat /tmp/bad.err)"; fi
+$T 60 scx_wakelab --supervise --restart-limit 2 --restart-delay 0.5 >/tmp/other.sup 2>&1
+RC=$?
+evid supervisor "exit $RC: $(tail -n 1 /tmp/other.sup)"
+if [ $RC = 1 ] && tail -n 1 /tmp/other.sup | grep -q 'failed 2 times in a row.*giving up' \
+    && [ "$(grep -c 'already running' /tmp/other.sup)" = 2 ] && ! grep -q panicked /tmp/other.sup; then
+    pass other_scheduler_supervisor_gives_up
+else fail other_scheduler_supervisor_gives_up "exit $RC: $(tail -n 2 /tmp/other.sup | tr '\n' ' ')"; fi
+expect_eq other_scheduler_undisturbed "$(sched_state) $(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)" "enabled $OPS"
+kill -INT $OTHERPID
+wait $OTHERPID
+if wait_state disabled 20; then pass other_scheduler_unloads; else fail other_scheduler_unloads "state $(sched_state)"; fi
+kernel_evidence 4
