@@ -1,0 +1,201 @@
+"""The lab's seed checks: each seed's mechanism, on counts, from results.csv rows.
+
+Each check is (name, passed, detail); detail gives the counts it decided on and the
+timings beside them. A check whose settings or workloads are not in the run is not
+made (a restricted run checks what it measured); missing data where the settings
+were run is a FAIL. Directions are the kernel's, as the seed threads report them
+(shared/seeds/); thresholds are relative to the run's own reference setting, never
+hard-coded results.
+"""
+import math
+
+
+def values(rows, setting, workload, param, metric):
+    got = sorted((r["rep"], r["value"]) for r in rows if r["setting"] == setting and r["workload"] == workload
+                 and r["param"] == param and r["metric"] == metric)
+    return [v for _, v in got]
+
+
+def mean(xs):
+    return sum(xs) / len(xs) if xs else None
+
+
+def sd(xs):
+    if len(xs) < 2:
+        return 0.0
+    m = mean(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def rate(num, den):
+    return num / den if den else None
+
+
+def pct(r):
+    return "—" if r is None else f"{100 * r:.1f}%"
+
+
+def ints(xs):
+    return "[" + ",".join(f"{x:.0f}" for x in xs) + "]"
+
+
+def flts(xs):
+    return "[" + ",".join(f"{x:.4g}" for x in xs) + "]"
+
+
+def ran(rows, setting, workload, param=None):
+    return any(r["setting"] == setting and r["workload"] == workload and (param is None or r["param"] == param)
+               for r in rows)
+
+
+def seed1(rows):
+    """Barry Song: softirq wakers on hog CPUs pull qperf across nodes; with the flag the
+    qperf tasks' cross-node migrations fall to the level of the run without hogs."""
+    W, M = "seed1-qperf", "task_cross_node_migrations"
+    if not (ran(rows, "wakelab", W) and ran(rows, "wakelab+seed1", W)):
+        return []
+    off = values(rows, "wakelab", W, "rps+hogs", M)
+    on = values(rows, "wakelab+seed1", W, "rps+hogs", M)
+    plain = values(rows, "wakelab", W, "plain", M) + values(rows, "wakelab+seed1", W, "plain", M)
+    lat_off = values(rows, "wakelab", W, "rps+hogs", "value")
+    lat_on = values(rows, "wakelab+seed1", W, "rps+hogs", "value")
+    ref = ""
+    if ran(rows, "eevdf", W):
+        ref = (f"; EEVDF (no such rule) rps+hogs {ints(values(rows, 'eevdf', W, 'rps+hogs', M))}, "
+               f"plain {ints(values(rows, 'eevdf', W, 'plain', M))}")
+    if not (off and on and plain):
+        return [("seed1_cross_node_migrations_fall_to_no_hog_level", False,
+                 f"missing runs: off {len(off)}, on {len(on)}, plain {len(plain)}")]
+    level = max(plain)
+    by_irq_off = sum(values(rows, "wakelab", W, "rps+hogs", "wl:sync_pull_by_irq_waker"))
+    rej_on = sum(values(rows, "wakelab+seed1", W, "rps+hogs", "wl:sync_pull_rejected_irq_waker"))
+    return [
+        ("seed1_cross_node_migrations_fall_to_no_hog_level", mean(on) <= level,
+         f"qperf tasks' cross-node migrations per {len(on)} run(s) with RPS+hogs: flag on {ints(on)} "
+         f"(mean {mean(on):.1f}) vs no-hog level {level:.0f} (plain runs {ints(plain)}); flag off "
+         f"{ints(off)}{ref}; tcp_lat us off {flts(lat_off)} on {flts(lat_on)}"),
+        ("seed1_flag_lowers_cross_node_migrations", sum(off) > sum(on) and rej_on > 0,
+         f"sum over reps with RPS+hogs: off {sum(off):.0f} -> on {sum(on):.0f}; softirq sync pulls "
+         f"off {by_irq_off:.0f}, rejected with the flag {rej_on:.0f}"),
+    ]
+
+
+def seed2(rows):
+    """Rik van Riel: a CPU going idle skips the pull while a wakeup is pending for it;
+    p50/p95/p99 response times no worse (not significantly worse by the mmtests rule)."""
+    W = "memcached"
+    params = sorted({r["param"] for r in rows if r["workload"] == W and r["setting"] == "wakelab-seed2"})
+    if not params or not ran(rows, "wakelab", W):
+        return []
+    p = params[0]
+    off = {k: values(rows, "wakelab-seed2", W, p, k) for k in
+           ("wl:nr_newidle_pull_despite_pending", "wl:nr_newidle_skipped_pending", "wl:nr_newidle_pulls",
+            "p50_us", "p95_us", "p99_us", "cpu_s", "rps")}
+    on = {k: values(rows, "wakelab", W, p, k) for k in off}
+    res = []
+    d_off = sum(off["wl:nr_newidle_pull_despite_pending"])
+    s_off = sum(off["wl:nr_newidle_skipped_pending"])
+    d_on = sum(on["wl:nr_newidle_pull_despite_pending"])
+    s_on = sum(on["wl:nr_newidle_skipped_pending"])
+    res.append(("seed2_newidle_pull_skipped_when_wakeup_pending",
+                d_off > 0 and s_off == 0 and s_on > 0 and d_on == 0,
+                f"memcached {p} conns, sum over reps: flag off pulls despite a pending wakeup {d_off:.0f}, "
+                f"skipped {s_off:.0f}; flag on skipped {s_on:.0f}, despite {d_on:.0f} "
+                f"(newly-idle pulls off {sum(off['wl:nr_newidle_pulls']):.0f}, on {sum(on['wl:nr_newidle_pulls']):.0f})"))
+    worse, parts = [], []
+    for k in ("p50_us", "p95_us", "p99_us"):
+        a, b = off[k], on[k]
+        if not a or not b:
+            worse.append(f"{k} missing")
+            continue
+        band = 1.96 * (sd(a) + sd(b))
+        if mean(b) > mean(a) and (mean(b) - mean(a) > band if band > 0 else True):
+            worse.append(k)
+        parts.append(f"{k} {mean(a):.1f} -> {mean(b):.1f}")
+    cpu = f"; total CPU s {flts(off['cpu_s'])} -> {flts(on['cpu_s'])}; req/s {flts(off['rps'])} -> {flts(on['rps'])}"
+    res.append(("seed2_latency_percentiles_no_worse", not worse,
+                f"flag off -> on (mean over reps; worse = above the mean +- 1.96 sd bands): {', '.join(parts)}"
+                + (f"; significantly worse: {', '.join(worse)}" if worse else "") + cpu))
+    return res
+
+
+def seed3(rows):
+    """Xuewen Yan / Tianchen Ding: under lat_ctx -P NCPU delayed dequeue lowers the
+    affine rate and raises migrations; the fix (count runnable tasks only) restores both."""
+    W = "lat-ctx"
+    names = ("v6.12-nodd", "v6.12", "v6.12+seed3")
+    if not all(ran(rows, s, W) for s in names):
+        return []
+
+    def facts(s):
+        aff = sum(values(rows, s, W, "", "wl:nr_wakeups_affine"))
+        att = sum(values(rows, s, W, "", "wl:nr_wakeups_affine_attempts"))
+        mig = values(rows, s, W, "", "task_migrations")
+        return {"affine": aff, "attempts": att, "rate": rate(aff, att), "mig": mig, "mig_mean": mean(mig),
+                "lat": values(rows, s, W, "", "value"),
+                "blocked": sum(values(rows, s, W, "", "wl:sync_shortcut_blocked_by_delayed"))}
+
+    nodd, dd, fix = (facts(s) for s in names)
+    if None in (nodd["rate"], dd["rate"], fix["rate"]) or None in (nodd["mig_mean"], dd["mig_mean"], fix["mig_mean"]):
+        return [("seed3_delayed_dequeue_and_fix", False, "missing lat-ctx runs or no affine attempts")]
+
+    def show(f):
+        return (f"affine {f['affine']:.0f}/{f['attempts']:.0f} ({pct(f['rate'])}), lat_ctx task migrations "
+                f"{ints(f['mig'])}, lat_ctx us {flts(f['lat'])}")
+    both = f"no DD: {show(nodd)}; DD: {show(dd)} (sync shortcut blocked by delayed {dd['blocked']:.0f}); DD+fix: {show(fix)}"
+    return [
+        ("seed3_delayed_dequeue_lowers_affine_rate_raises_migrations",
+         dd["rate"] < nodd["rate"] and dd["mig_mean"] > nodd["mig_mean"], both),
+        ("seed3_fix_restores_affine_rate_and_migrations",
+         fix["rate"] > dd["rate"] and fix["mig_mean"] < dd["mig_mean"],
+         f"DD -> DD+fix: affine rate {pct(dd['rate'])} -> {pct(fix['rate'])}, task migrations (mean) "
+         f"{dd['mig_mean']:.0f} -> {fix['mig_mean']:.0f}; sync shortcut blocked by delayed "
+         f"{dd['blocked']:.0f} -> {fix['blocked']:.0f}"),
+    ]
+
+
+def seed4(rows):
+    """Mel Gorman: the recent-used CPU serves more wakeups in the prev form than in the
+    v5.10 form (perf bench pipe hit rate 57.14% -> 85.32% in 89aafd67). Asserted on perf
+    bench sched pipe: in the v5.10 form the pipe's two tasks rewrite recent_used_cpu with
+    their own CPU at each wakeup, so the block rarely has a candidate and its rate has
+    almost no denominator (live_flags found 0-4 own-task events per 3000 round trips).
+    What follows the mode is the share of wakeups the recent CPU takes (hits/wakeups,
+    at least doubled) at a rate like Mel's (>= 50% under prev); the rate itself must rise
+    too once the v5.10 form has a denominator (>= 50 events). hackbench and tbench are
+    shown beside, not asserted (on 8 saturated CPUs their rate can go either way)."""
+    W = "perf-sched-pipe"
+    if not (ran(rows, "ru-v5.10", W) and ran(rows, "ru-prev", W)):
+        return []
+
+    def hr(s, w):
+        ps = sorted({r["param"] for r in rows if r["setting"] == s and r["workload"] == w})
+        tot = lambda m: sum(sum(values(rows, s, w, q, m)) for q in ps)  # noqa: E731
+        h, m, n = tot("wl:sis_recent_used_hit"), tot("wl:sis_recent_used_miss"), tot("wl:nr_wakeups")
+        return h, m, rate(h, h + m), rate(h, n), n
+
+    hv, mv, rv, sv, nv = hr("ru-v5.10", W)
+    hp, mp, rp, sp, np_ = hr("ru-prev", W)
+    lat_v = values(rows, "ru-v5.10", W, "", "value")
+    lat_p = values(rows, "ru-prev", W, "", "value")
+    beside = []
+    for w in ("hackbench-process-pipes", "tbench"):
+        if ran(rows, "ru-v5.10", w) and ran(rows, "ru-prev", w):
+            a, b = hr("ru-v5.10", w), hr("ru-prev", w)
+            beside.append(f"{w} (not asserted) rate {a[0]:.0f}/{a[0] + a[1]:.0f} ({pct(a[2])}) -> "
+                          f"{b[0]:.0f}/{b[0] + b[1]:.0f} ({pct(b[2])}), share of wakeups {pct(a[3])} -> {pct(b[3])}")
+    ok = (sv is not None and sp is not None and rp is not None and sp >= 2 * sv and hp > hv and rp >= 0.5
+          and (hv + mv < 50 or (rv is not None and rp > rv)))
+    return [("seed4_recent_used_hit_rate_follows_mode", ok,
+             f"perf bench sched pipe, sis_recent_used hits/(hits+misses) v5.10 {hv:.0f}/{hv + mv:.0f} ({pct(rv)}) "
+             f"-> prev {hp:.0f}/{hp + mp:.0f} ({pct(rp)}); share of wakeups placed on the recent CPU "
+             f"{hv:.0f}/{nv:.0f} ({pct(sv)}) -> {hp:.0f}/{np_:.0f} ({pct(sp)}); usecs/op {flts(lat_v)} -> {flts(lat_p)}"
+             + ("; " + "; ".join(beside) if beside else ""))]
+
+
+def all_checks(rows):
+    return seed1(rows) + seed2(rows) + seed3(rows) + seed4(rows)
+
+
+def check_lines(results):
+    return [f"CHECK {'PASS' if ok else 'FAIL'} {name} {detail}" for name, ok, detail in results]
