@@ -1,7 +1,8 @@
 #!/bin/sh
 # Guest side of tools/lab/run (busybox sh, in the VM or on a sched_ext host).
 #
-# Reads the plan (PLAN, one setting a line: NAME<TAB>KIND<TAB>ARGS<TAB>WORKLOAD:PARAM ...)
+# Reads the plan (PLAN, one setting a line: NAME|KIND|ARGS|WORKLOAD:PARAM ...; '|', not a
+# tab: read collapses empty fields between whitespace separators)
 # and runs REPS interleaved repetitions: for each rep, for each setting, load the
 # scheduler, run that setting's workloads, unload. Prints:
 #   LAB-META key value...                               run facts
@@ -44,7 +45,7 @@ for n in /sys/devices/system/node/node[0-9]*; do
 done
 # cpus of a node as a list, and hex masks (RPS, taskset)
 node_cpus() { for p in $NODEMAP; do [ "${p#*:}" = "$1" ] && echo "${p%%:*}"; done; }
-mask_of() { awk '{ m += 2 ^ $1 } END { printf "%x", m }'; }
+mask_of() { m=0; while read -r c; do m=$((m | (1 << c))); done; printf '%x' "$m"; }  # busybox awk has no '^'
 FIRST_CPUS=$(node_cpus "$(echo "$NODEMAP" | awk '{ split($1, p, ":"); print p[2] }')" | tr '\n' ',' | sed 's/,$//')
 LAST_CPUS=$(node_cpus "$LASTNODE")
 LAST_MASK=$(echo "$LAST_CPUS" | mask_of)
@@ -64,7 +65,7 @@ echo "LAB-META params reps=$REPS hb_loops=$HB_LOOPS pipe_loops=$PIPE_LOOPS qperf
 
 # ---- counters around one run ------------------------------------------------------
 # schedstat: cpuN yld_count legacy sched_count sched_goidle ttwu_count ttwu_local rq_cpu_time run_delay pcount
-schedstat() { awk '/^cpu[0-9]/ { d += $9; r += $6 - $7 } END { printf "%d %d", d, r }' /proc/schedstat; }
+schedstat() { awk '/^cpu[0-9]/ { d += $9; r += $6 - $7 } END { printf "%.0f %.0f", d, r }' /proc/schedstat; }
 busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 ticks_of() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 }'; }
 # numeric counters of `scx_wakelab stats --json`, "name value" lines (config and histogram left out)
@@ -109,10 +110,11 @@ measure() {
                   printf "%s m=task_migrations u=count v=%d\n%s m=task_cross_node_migrations u=count v=%d\n", pre, own, pre, xown }'
     # TOP_MIGRATORS=N: log the N task names with the most cross-node migrations
     if [ "${TOP_MIGRATORS:-0}" -gt 0 ]; then
-        sed -n 's/.*comm: *\([^,]*[^ ,]\) *, *orig_cpu: *\([0-9]*\), *dest_cpu: *\([0-9]*\) *} *hitcount: *\([0-9]*\).*/\1 \2 \3 \4/p' /tmp/hist |
+        top=$(sed -n 's/.*comm: *\([^,]*[^ ,]\) *, *orig_cpu: *\([0-9]*\), *dest_cpu: *\([0-9]*\) *} *hitcount: *\([0-9]*\).*/\1 \2 \3 \4/p' /tmp/hist |
             awk -v map="$NODEMAP" 'BEGIN { n = split(map, w, " "); for (i = 1; i <= n; i++) { split(w[i], p, ":"); node[p[1]] = p[2] } }
                 node[$2] != node[$3] { x[$1] += $4 } END { for (c in x) print x[c], c }' |
-            sort -rn | head -n "$TOP_MIGRATORS" | tr '\n' ' ' | sed "s/^/$W $P cross-node migrations by task: /" | logl
+            sort -rn | head -n "$TOP_MIGRATORS" | tr '\n' ' ')
+        echo "$W $P cross-node migrations by task: ${top:-none}" | logl
     fi
     d=$(sed -n 's/^ *Dropped: *//p' /tmp/hist)
     [ -n "$d" ] && [ "$d" != 0 ] && echo "hist dropped $d events" | logl
@@ -138,6 +140,9 @@ HOGS=""
 hogs_on() { for c in $LAST_CPUS; do taskset -c "$c" sh -c 'while :; do :; done' & HOGS="$HOGS $!"; done; }
 hogs_off() { [ -n "$HOGS" ] && { kill $HOGS 2>/dev/null; wait $HOGS 2>/dev/null; }; HOGS=""; }
 RPS=/sys/class/net/lo/queues/rx-0/rps_cpus
+# net_rx: "ALL LASTNODE" NET_RX softirq counts (/proc/softirqs columns are CPU0..N-1)
+net_rx() { awk -v last=" $(echo $LAST_CPUS) " '$1 == "NET_RX:" { for (i = 2; i <= NF; i++) { a += $i; if (index(last, " " (i - 2) " ")) l += $i } }
+                                            END { printf "%.0f %.0f", a, l }' /proc/softirqs; }
 
 qperf_us() { # qperf output -> microseconds
     sed -n 's/^ *latency *= *\([0-9.]*\) *\([a-z]*\).*/\1 \2/p' "$1" | tail -n 1 |
@@ -186,11 +191,21 @@ run_wl() {
             # across nodes. Fresh pair per run.
             [ "$NNODES" -ge 2 ] || { [ -z "$warm" ] && echo "seed1-qperf needs 2 NUMA nodes: skipped" | logl; return; }
             TASKS="qperf"; old=$(cat $RPS)
-            if [ "$P" = rps+hogs ]; then echo "$LAST_MASK" >$RPS; hogs_on; fi
+            if [ "$P" = rps+hogs ]; then
+                echo "$LAST_MASK" >$RPS
+                [ "$(cat $RPS | sed 's/^0*//')" = "$LAST_MASK" ] || echo "RPS mask $LAST_MASK not taken: $(cat $RPS)" | logl
+                hogs_on
+            fi
             taskset -c "$FIRST_CPUS" sh -c "taskset -p $ALL_MASK \$\$ >/dev/null; exec qperf" >/dev/null 2>&1 & QS=$!
             sleep 0.3
             set -- taskset -c "$FIRST_CPUS" sh -c "taskset -p $ALL_MASK \$\$ >/dev/null; exec qperf -t $qt 127.0.0.1 tcp_lat"
-            if [ -n "$warm" ]; then "$@" >/dev/null 2>&1; else measure "$@"; primary "$(qperf_us /tmp/run.out)" us; fi
+            if [ -n "$warm" ]; then "$@" >/dev/null 2>&1
+            else
+                n0=$(net_rx); measure "$@"; n1=$(net_rx)
+                primary "$(qperf_us /tmp/run.out)" us
+                # where the receive softirq ran: the evidence that RPS steered it
+                set -- $n0 $n1; out net_rx_softirqs count $(($3 - $1)); out net_rx_softirqs_last_node count $(($4 - $2))
+            fi
             kill $QS 2>/dev/null; wait $QS 2>/dev/null
             hogs_off; echo "$old" >$RPS ;;
         memcached)
@@ -221,9 +236,8 @@ run_wl() {
 }
 
 # ---- the plan ---------------------------------------------------------------------
-TAB=$(printf '\t')
-ALLWL=$(cut -f4 "$PLAN" | tr ' ' '\n' | awk 'NF && !seen[$0]++')
-echo "LAB-META settings $(cut -f1 "$PLAN" | tr '\n' ' ')"
+ALLWL=$(cut -d'|' -f4 "$PLAN" | tr ' ' '\n' | awk 'NF && !seen[$0]++')
+echo "LAB-META settings $(cut -d'|' -f1 "$PLAN" | tr '\n' ' ')"
 
 # Warm-up under the default scheduler, not recorded: first exec, page cache, tracefs.
 KIND=eevdf; SPID=""
@@ -234,7 +248,7 @@ REP=1
 while [ $REP -le "$REPS" ]; do
     # the plan on fd 3: the schedulers and workloads inherit stdin
     exec 3<"$PLAN"
-    while IFS="$TAB" read -r SNAME KIND SARGS WLS <&3; do
+    while IFS='|' read -r SNAME KIND SARGS WLS <&3; do
         [ -n "$SNAME" ] || continue
         echo "LAB-BLOCK r=$REP s=$SNAME begin at $(upt)"
         st=$(state)

@@ -134,13 +134,15 @@ def plan_for(profile, topo, settings=None, workloads=None):
 
 
 def plan_text(plan, extra_args=None):
-    """The plan file for guest.sh: NAME<TAB>KIND<TAB>ARGS<TAB>WORKLOAD:PARAM ... ('-' = no param)."""
+    """The plan file for guest.sh: NAME|KIND|ARGS|WORKLOAD:PARAM ... ('-' = no param)."""
     lines = []
     for s, wl in plan:
         kind, args = SETTINGS[s]
         if kind == "wakelab" and extra_args:
             args = (args + " " + extra_args).strip()
-        lines.append("\t".join([s, kind, args, " ".join(f"{w}:{p or '-'}" for w, p in wl)]))
+        if "|" in args:
+            raise ValueError(f"setting {s}: '|' in its arguments {args!r}")
+        lines.append("|".join([s, kind, args, " ".join(f"{w}:{p or '-'}" for w, p in wl)]))
     return "\n".join(lines) + "\n"
 
 

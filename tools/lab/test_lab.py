@@ -105,8 +105,8 @@ class Plan(unittest.TestCase):
         plan = lablib.plan_for("full", lablib.parse_topology("2x2x2"), ["eevdf", "v6.12"], ["lat-ctx"])
         self.assertEqual(plan, [("eevdf", [("lat-ctx", "")]), ("v6.12", [("lat-ctx", "")])])
         text = lablib.plan_text(plan, "--slice-us 3000")
-        self.assertEqual(text.splitlines()[1], "v6.12\twakelab\t--preset v6.12 --slice-us 3000\tlat-ctx:-")
-        self.assertEqual(text.splitlines()[0], "eevdf\teevdf\t\tlat-ctx:-")
+        self.assertEqual(text.splitlines()[1], "v6.12|wakelab|--preset v6.12 --slice-us 3000|lat-ctx:-")
+        self.assertEqual(text.splitlines()[0], "eevdf|eevdf||lat-ctx:-")
 
     def test_meta_lists(self):
         plan = lablib.plan_for("quick", lablib.parse_topology("2x2x2"))
