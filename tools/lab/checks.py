@@ -7,7 +7,11 @@ were run is a FAIL. Directions are the kernel's, as the seed threads report them
 (shared/seeds/); thresholds are relative to the run's own reference setting, never
 hard-coded results.
 """
-import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mmstats import mean_sd, significant  # noqa: E402
 
 
 def values(rows, setting, workload, param, metric):
@@ -17,14 +21,7 @@ def values(rows, setting, workload, param, metric):
 
 
 def mean(xs):
-    return sum(xs) / len(xs) if xs else None
-
-
-def sd(xs):
-    if len(xs) < 2:
-        return 0.0
-    m = mean(xs)
-    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    return mean_sd(xs)[0]
 
 
 def rate(num, den):
@@ -108,10 +105,12 @@ def seed2(rows):
         if not a or not b:
             worse.append(f"{k} missing")
             continue
-        band = 1.96 * (sd(a) + sd(b))
-        if mean(b) > mean(a) and (mean(b) - mean(a) > band if band > 0 else True):
+        (ma, sa), (mb, sb) = mean_sd(a), mean_sd(b)
+        # worse = higher and significant by the mmtests rule (bands mean +- 1.96 sd apart);
+        # with one value per side, any increase counts
+        if mb > ma and (significant((len(a), ma, sa), (len(b), mb, sb)) or min(len(a), len(b)) < 2):
             worse.append(k)
-        parts.append(f"{k} {mean(a):.1f} -> {mean(b):.1f}")
+        parts.append(f"{k} {ma:.1f} -> {mb:.1f}")
     cpu = f"; total CPU s {flts(off['cpu_s'])} -> {flts(on['cpu_s'])}; req/s {flts(off['rps'])} -> {flts(on['rps'])}"
     res.append(("seed2_latency_percentiles_no_worse", not worse,
                 f"flag off -> on (mean over reps; worse = above the mean +- 1.96 sd bands): {', '.join(parts)}"

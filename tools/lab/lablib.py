@@ -13,9 +13,13 @@ Interface with tools/lab/report.py (fixed):
 """
 import csv
 import json
-import math
+import os
 import re
+import sys
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mmstats import log2_buckets, percentile_le  # noqa: E402
 
 # --------------------------------------------------------------------------- topology
 
@@ -269,18 +273,9 @@ def read_results_csv(path):
 
 
 def hist_percentile_ns(counts, pct):
-    """Upper bound (2 << i ns) of the bucket holding the pct-th percentile; bucket i
-    holds [2^i, 2^(i+1)) ns, as scx_wakelab's LiveMetrics."""
-    total = sum(counts)
-    if not total:
-        return None
-    want = max(1, math.ceil(total * pct / 100.0))
-    seen = 0
-    for i, n in enumerate(counts):
-        seen += n
-        if seen >= want:
-            return 2 << i
-    return None
+    """Upper bound (2 << i ns) of the bucket holding the pct-th percentile of scx_wakelab's
+    log2 histogram (the rule of LiveMetrics::latency_percentile_ns)."""
+    return percentile_le(log2_buckets(counts), pct)
 
 
 def latency_hist(raw, good_only=True):
