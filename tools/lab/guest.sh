@@ -229,7 +229,11 @@ run_wl() {
             tbench_srv >/dev/null 2>&1 & TS=$!; sleep 0.3
             set -- tbench -t "$ts" -c "${TBENCH_LOADFILE:-/wl/client.txt}" "$P" 127.0.0.1
             if [ -n "$warm" ]; then "$@" >/dev/null 2>&1
-            else measure "$@"; primary "$(sed -n 's/^Throughput \([0-9.]*\) MB\/sec.*/\1/p' /tmp/run.out | tail -n 1)" MB/s; fi
+            else
+                measure "$@"
+                # 'Throughput 0 MB/sec' = nothing completed within the time limit: no measurement
+                primary "$(sed -n 's/^Throughput \([0-9.]*[1-9][0-9.]*\) MB\/sec.*/\1/p' /tmp/run.out | tail -n 1)" MB/s
+            fi
             kill $TS 2>/dev/null; wait $TS 2>/dev/null ;;
         *) echo "unknown workload $W" | logl ;;
     esac
