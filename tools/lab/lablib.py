@@ -102,12 +102,15 @@ def plan_for(profile, topo, settings=None, workloads=None):
     n = topo["cpus"]
     seed1 = [("seed1-qperf", "plain"), ("seed1-qperf", "rps+hogs")] if topo["nodes"] >= 2 else []
     mc = [("memcached", str(n))]
+    # seed 2's counters also on hackbench: its many wakeups onto CPUs going idle make
+    # the pending-wakeup case frequent (memcached alone gives a handful per run)
+    seed2 = mc + [("hackbench-process-pipes", str(hackbench_groups(topo)[-1]))]
     if profile == "quick":
         # what the seed checks need, nothing else
         plan = [
-            ("wakelab", seed1 + mc),
+            ("wakelab", seed1 + seed2),
             ("wakelab+seed1", seed1),
-            ("wakelab-seed2", mc),
+            ("wakelab-seed2", seed2),
             ("v6.12-nodd", [("lat-ctx", "")]),
             ("v6.12", [("lat-ctx", "")]),
             ("v6.12+seed3", [("lat-ctx", "")]),
@@ -123,7 +126,7 @@ def plan_for(profile, topo, settings=None, workloads=None):
                  ("tbench", str(max(1, n // 2)))]
         plan = [(s, general) for s in MAIN] + [
             ("wakelab+seed1", seed1),
-            ("wakelab-seed2", mc),
+            ("wakelab-seed2", seed2),
             ("v6.12-nodd", [("lat-ctx", "")]),
             ("v6.12", [("lat-ctx", "")]),
             ("v6.12+seed3", [("lat-ctx", "")]),
@@ -168,6 +171,7 @@ class Raw:
         self.rows = []       # dicts with the results.csv columns
         self.status = {}     # (setting, rep) -> ok | load_failed | crashed | exit_N
         self.hist = {}       # (setting, rep) -> [bucket counts]
+        self.block_metrics = {}  # (setting, rep) -> {metric: value} (load_s)
         self.logs = []       # (rep, setting, text)
         self.meta = {}       # key -> [values]
         self.lines = []      # the LAB lines themselves (raw.txt)
@@ -187,6 +191,12 @@ class Raw:
             p = "" if p == "-" else p
             if metric == "status":
                 self.status[(s, int(rep))] = v
+                return
+            if w == "block":   # per block, not per workload run (load_s): meta.json's blocks
+                try:
+                    self.block_metrics.setdefault((s, int(rep)), {})[metric] = float(v)
+                except ValueError:
+                    pass
                 return
             try:
                 val = float(v)
