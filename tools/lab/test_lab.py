@@ -131,6 +131,7 @@ def seed1_rows(on_hog, off_hog=(40, 60), plain=(5, 8)):
                  row("wakelab", "seed1-qperf", "plain", rep, "task_cross_node_migrations", plain[rep - 1]),
                  row("wakelab+seed1", "seed1-qperf", "plain", rep, "task_cross_node_migrations", plain[rep - 1]),
                  row("wakelab+seed1", "seed1-qperf", "rps+hogs", rep, "wl:sync_pull_rejected_irq_waker", 30),
+                 row("wakelab", "seed1-qperf", "rps+hogs", rep, "wl:sync_pull_by_irq_waker", 25),
                  row("wakelab", "seed1-qperf", "rps+hogs", rep, "value", 300, "us")]
     return rows
 
@@ -186,7 +187,9 @@ class SeedChecks(unittest.TestCase):
 
     def test_seed1_direction_lost(self):
         v = verdicts(checks.seed1(seed1_rows(on_hog=(4, 7), off_hog=(3, 5))))
-        self.assertFalse(v["seed1_flag_lowers_cross_node_migrations"])
+        self.assertFalse(v["seed1_flag_stops_softirq_sync_pulls"])
+        rows = [r for r in seed1_rows(on_hog=(4, 7)) if r["metric"] != "wl:sync_pull_by_irq_waker"]
+        self.assertFalse(verdicts(checks.seed1(rows))["seed1_flag_stops_softirq_sync_pulls"])
 
     def test_seed2(self):
         self.assertTrue(all(verdicts(checks.seed2(seed2_rows())).values()))
