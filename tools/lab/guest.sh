@@ -169,9 +169,14 @@ run_wl() {
             measure perf bench sched pipe -l "$pl"
             primary "$(sed -n 's/^ *\([0-9.]*\) usecs\/op.*/\1/p' /tmp/run.out | tail -n 1)" us ;;
         lat-ctx)
-            # -P NCPU rings of 2, one repetition, no warm-up: lmbench's defaults (-N 11
-            # repetitions after a warm-up, each long enough for ENOUGH) multiply the
-            # run time by ~15 under the virtual clock.
+            # -P NCPU rings of 2, one repetition, no warm-up, a small ENOUGH. Why it
+            # "stalled" in tools/bench/baseline: not a hang but its cost. lat_ctx -P 8 keeps
+            # all 8 vCPUs busy, and the virtual clock runs them round-robin on one host
+            # thread: measured under EEVDF, '-P 8 -s 0 -N 3 2' with ENOUGH=5000 took 3.7
+            # guest s, lmbench's default repetitions 9.3 s, and a guest second cost 8-10 wall
+            # s on an idle host and ~25 on a loaded one (load 10 on 2 cores), so
+            # ENOUGH=50000 (30 guest s) or a 120 guest-s timeout meant 10-50 wall minutes.
+            # Each run's guest time is recorded (wall_s) and bounded (BENCH_TIMEOUT).
             TASKS="lat_ctx"
             set -- env ENOUGH="$en" TIMING_O=0 LOOP_O=0 $LMB/lat_ctx -P "$NCPU" -W 0 -N 1 -s 0 2
             if [ -n "$warm" ]; then $TO 60 "$@" >/dev/null 2>&1; return; fi
