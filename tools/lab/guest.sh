@@ -121,7 +121,7 @@ measure() {
     if [ "$KIND" = wakelab ] && [ -s /tmp/wl.a ] && [ -s /tmp/wl.b ]; then
         wl_numbers /tmp/wl.a >/tmp/wl.na; wl_numbers /tmp/wl.b >/tmp/wl.nb
         echo "LABWL r=$REP s=$SNAME w=$W p=$P $(awk 'BEGIN { printf "{" } NR == FNR { old[$1] = $2; next }
-            { printf "%s\"%s\":%d", sep, $1, $2 - old[$1]; sep = "," } END { print "}" }' /tmp/wl.na /tmp/wl.nb)"
+            { printf "%s\"%s\":%.0f", sep, $1, $2 - old[$1]; sep = "," } END { print "}" }' /tmp/wl.na /tmp/wl.nb)"
     fi
 }
 
@@ -164,10 +164,18 @@ run_wl() {
             measure hackbench $o -g "$P" -l "$l"
             primary "$(sed -n 's/^Time: *\([0-9.]*\).*/\1/p' /tmp/run.out | tail -n 1)" s ;;
         perf-sched-pipe)
+            # PARAM N: N pairs at once (value = their mean usecs/op); none = one pair
             TASKS="perf sched-pipe"
             if [ -n "$warm" ]; then perf bench sched pipe -l "$pl" >/dev/null 2>&1; return; fi
-            measure perf bench sched pipe -l "$pl"
-            primary "$(sed -n 's/^ *\([0-9.]*\) usecs\/op.*/\1/p' /tmp/run.out | tail -n 1)" us ;;
+            if [ "$P" = - ] || [ "$P" = 1 ]; then
+                measure perf bench sched pipe -l "$pl"
+                primary "$(sed -n 's/^ *\([0-9.]*\) usecs\/op.*/\1/p' /tmp/run.out | tail -n 1)" us
+            else
+                rm -f /tmp/pp.*
+                measure sh -c "for i in \$(seq $P); do perf bench sched pipe -l $pl >/tmp/pp.\$i 2>&1 & done; wait"
+                primary "$(cat /tmp/pp.* 2>/dev/null | sed -n 's/^ *\([0-9.]*\) usecs\/op.*/\1/p' |
+                           awk -v n="$P" '{ s += $1; k++ } END { if (k == n) printf "%.3f", s / k }')" us
+            fi ;;
         lat-ctx)
             # -P NCPU rings of 2, one repetition, no warm-up, a small ENOUGH. Why it
             # "stalled" in tools/bench/baseline: not a hang but its cost. lat_ctx -P 8 keeps

@@ -61,7 +61,8 @@ WORKLOADS = {
     "hackbench-process-sockets": ("s", "lower", "hackbench -g GROUPS -l LOOPS"),
     "hackbench-thread-pipes": ("s", "lower", "hackbench -T -p -g GROUPS -l LOOPS"),
     "hackbench-thread-sockets": ("s", "lower", "hackbench -T -g GROUPS -l LOOPS"),
-    "perf-sched-pipe": ("us", "lower", "perf bench sched pipe -l PIPE_LOOPS (usecs/op)"),
+    "perf-sched-pipe": ("us", "lower", "perf bench sched pipe -l PIPE_LOOPS (usecs/op); PARAM N: N pairs "
+                                       "at once, their mean"),
     "lat-ctx": ("us", "lower", "ENOUGH=N TIMING_O=0 LOOP_O=0 lat_ctx -P NCPU -W 0 -N 1 -s 0 2"),
     "qperf-tcp-lat": ("us", "lower", "qperf & qperf -t SECS 127.0.0.1 tcp_lat"),
     "seed1-qperf": ("us", "lower", "qperf tcp_lat, server and client started on node 0; PARAM rps+hogs: "
@@ -105,6 +106,10 @@ def plan_for(profile, topo, settings=None, workloads=None):
     # seed 2's counters also on hackbench: its many wakeups onto CPUs going idle make
     # the pending-wakeup case frequent (memcached alone gives a handful per run)
     seed2 = mc + [("hackbench-process-pipes", str(hackbench_groups(topo)[-1]))]
+    # seed 4 needs wakeups whose prev CPU is busy, or the recent-used CPU is never
+    # consulted: one pipe pair settles on one CPU (prev idle, taken first), NCPU pairs
+    # at once keep every CPU busy
+    seed4_pipe = [("perf-sched-pipe", str(n))]
     if profile == "quick":
         # what the seed checks need, nothing else
         plan = [
@@ -114,15 +119,15 @@ def plan_for(profile, topo, settings=None, workloads=None):
             ("v6.12-nodd", [("lat-ctx", "")]),
             ("v6.12", [("lat-ctx", "")]),
             ("v6.12+seed3", [("lat-ctx", "")]),
-            ("ru-v5.10", [("perf-sched-pipe", "")]),
-            ("ru-prev", [("perf-sched-pipe", "")]),
+            ("ru-v5.10", seed4_pipe),
+            ("ru-prev", seed4_pipe),
         ]
     else:
         hb = [(f"hackbench-{k}-{t}", str(g)) for k in ("process", "thread") for t in ("pipes", "sockets")
               for g in hackbench_groups(topo)]
         general = hb + [("perf-sched-pipe", ""), ("lat-ctx", ""), ("qperf-tcp-lat", "")] + seed1 + mc + \
             [("tbench", str(max(1, n // 2)))]
-        seed4 = [("perf-sched-pipe", ""), ("hackbench-process-pipes", str(hackbench_groups(topo)[-1])),
+        seed4 = seed4_pipe + [("perf-sched-pipe", ""), ("hackbench-process-pipes", str(hackbench_groups(topo)[-1])),
                  ("tbench", str(max(1, n // 2)))]
         plan = [(s, general) for s in MAIN] + [
             ("wakelab+seed1", seed1),

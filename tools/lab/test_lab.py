@@ -232,8 +232,9 @@ class SeedChecks(unittest.TestCase):
         self.assertFalse(all(verdicts(checks.seed4(seed4_rows(prev_hits=5))).values()))
         # a v5.10 rate of 3/3 on no denominator does not count against prev's 88%
         self.assertTrue(all(verdicts(checks.seed4(seed4_rows(v510=(3, 0)))).values()))
-        # with a denominator the rate itself must rise
+        # with a denominator the rate must not fall
         self.assertFalse(all(verdicts(checks.seed4(seed4_rows(v510=(90, 10)))).values()))
+        self.assertTrue(all(verdicts(checks.seed4(seed4_rows(prev_hits=300, v510=(40, 14)))).values()))
 
     def test_checks_only_for_what_ran(self):
         self.assertEqual(checks.all_checks(seed4_rows()), checks.seed4(seed4_rows()))
