@@ -228,6 +228,10 @@ def seed4(rows):
 # (a FAIL line in checks.txt, with this note), but not gating, so CI stays a guard for
 # the directions that hold. Remove an entry as soon as the check passes.
 OPEN = {
+    "seed1_cross_node_migrations_fall_to_no_hog_level":
+        "open, not gating: under multi-threaded TCG the flag-on runs still move the qperf pair across "
+        "nodes 1-2 times a run (full run 2026-12-02: on [1,2,1], off [2,2,2], no hogs 0), under the "
+        "virtual clock 0 vs 2 (one run); the rule itself is gated by seed1_flag_stops_softirq_sync_pulls",
     "seed3_fix_restores_migrations":
         "open, not gating: in scx_wakelab the fix restores the affine rate but each affine pull moves "
         "the wakee, so migrations per wakeup stay at the DD level or above (seen in every run so far, "
