@@ -1,0 +1,340 @@
+"""The lab's pieces that need no VM: the settings and workload catalogue, the plan the
+guest runs, the parser of the guest's lines and the writers of OUTDIR (meta.json,
+results.csv, latency_hist.json). tools/lab/run drives them; tools/lab/test_lab.py tests them.
+
+Interface with tools/lab/report.py (fixed):
+  meta.json        {"date","commit","command","kernel","clock","topology":{...},"host",
+                    "settings":[{"name","kind":"eevdf|wakelab|peer","args"}],
+                    "workloads":[{"name","unit","better":"lower|higher","param"}]}
+  results.csv      setting,workload,param,rep,metric,unit,value
+                   (metric "value" = the workload's primary metric; param '' if none)
+  checks.txt       CHECK PASS|FAIL <name> <detail>
+  latency_hist.json  scx_wakelab's enqueue->run histogram per setting
+"""
+import csv
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mmstats import log2_buckets, percentile_le  # noqa: E402
+
+# --------------------------------------------------------------------------- topology
+
+# name -> wakelab-vm options (nodes, sockets, cores per socket, threads per core)
+TOPOLOGIES = {
+    "2x2x2": (2, 2, 2, 2),        # the default: 2 nodes = 2 sockets x 2 cores x 2 SMT threads
+    "1socket-nosmt": (1, 1, 8, 1),  # one socket, one node, 8 cores without SMT
+    "2llc-per-node": (2, 4, 1, 2),  # 2 nodes, each of 2 sockets (QEMU gives each socket its L3)
+}
+
+
+def parse_topology(text):
+    """A TOPOLOGIES name, or NODES:SOCKETS:CORES:THREADS. -> dict."""
+    if text in TOPOLOGIES:
+        n, s, c, t = TOPOLOGIES[text]
+    else:
+        m = re.fullmatch(r"(\d+):(\d+):(\d+):(\d+)", text)
+        if not m:
+            raise ValueError(f"--topology {text!r}: one of {', '.join(TOPOLOGIES)} or NODES:SOCKETS:CORES:THREADS")
+        n, s, c, t = (int(x) for x in m.groups())
+    cpus = s * c * t
+    if min(n, s, c, t) < 1 or cpus > 64 or cpus % n:
+        raise ValueError(f"--topology {text!r}: {cpus} vCPUs cannot be split into {n} nodes")
+    return {"name": text, "nodes": n, "sockets": s, "cores": c, "threads": t, "cpus": cpus}
+
+
+def hackbench_groups(topo):
+    """The group sweep, shaped by the CPU count (each group = 40 tasks): from a load of
+    about 5 tasks per CPU up to about 20, as far as one VM run allows."""
+    n = topo["cpus"]
+    return sorted({1, max(1, n // 4), max(1, n // 2)})
+
+
+# --------------------------------------------------------------------------- catalogue
+
+# workload -> (unit of the primary metric, better, what it runs)
+WORKLOADS = {
+    "hackbench-process-pipes": ("s", "lower", "hackbench -p -g GROUPS -l LOOPS"),
+    "hackbench-process-sockets": ("s", "lower", "hackbench -g GROUPS -l LOOPS"),
+    "hackbench-thread-pipes": ("s", "lower", "hackbench -T -p -g GROUPS -l LOOPS"),
+    "hackbench-thread-sockets": ("s", "lower", "hackbench -T -g GROUPS -l LOOPS"),
+    "perf-sched-pipe": ("us", "lower", "perf bench sched pipe -l PIPE_LOOPS (usecs/op); PARAM N: N pairs "
+                                       "at once, their mean"),
+    "lat-ctx": ("us", "lower", "ENOUGH=N TIMING_O=0 LOOP_O=0 lat_ctx -P NCPU -W 0 -N 1 -s 0 2"),
+    "qperf-tcp-lat": ("us", "lower", "qperf & qperf -t SECS 127.0.0.1 tcp_lat"),
+    "seed1-qperf": ("us", "lower", "qperf tcp_lat, server and client started on node 0; PARAM rps+hogs: "
+                                   "lo's RPS onto the last node's CPUs and one spinning hog per CPU there"),
+    "memcached": ("us", "lower", "memcached -t NCPU/2 & mcload -c CONNS -t SECS (value = p99 response "
+                                 "time; p50_us/p95_us/p99_us/rps beside, cpu_s = total CPU time)"),
+    "tbench": ("MB/s", "higher", "tbench_srv & tbench -t SECS -c client.txt NCLIENTS 127.0.0.1"),
+}
+
+# Setting -> (kind, scheduler arguments). Presets and single-flag flips of scx_wakelab:
+# each flip changes one flag against the setting it is compared with.
+SETTINGS = {
+    "eevdf": ("eevdf", ""),
+    "wakelab": ("wakelab", "--preset mainline"),
+    "scx_rustland": ("peer", ""),
+    "scx_bpfland": ("peer", ""),
+    # seed 1 (Barry Song): mainline has no softirq-waker rule; the flag adds it
+    "wakelab+seed1": ("wakelab", "--preset mainline --set sync_requires_task_waker=true"),
+    # seed 2 (Rik van Riel): mainline skips the newly-idle pull when a wakeup is pending
+    "wakelab-seed2": ("wakelab", "--preset mainline --set newidle_skip_pending_wakeup=false"),
+    # seed 3 (Xuewen Yan / Tianchen Ding): v6.12 without delayed dequeue, with it, with the fix
+    "v6.12-nodd": ("wakelab", "--preset v6.12 --set delayed_dequeue=false"),
+    "v6.12": ("wakelab", "--preset v6.12"),
+    "v6.12+seed3": ("wakelab", "--preset v6.12 --set sync_excludes_delayed=true"),
+    # seed 4 (Mel Gorman): recent_used_cpu in its v5.10 form and in its 89aafd67 form;
+    # delayed dequeue off as in the kernels of that change (with it on, most pipe
+    # wakeups are requeues that never reach the placement engine)
+    "ru-v5.10": ("wakelab", "--preset mainline --set delayed_dequeue=false --set recent_used=v5.10"),
+    "ru-prev": ("wakelab", "--preset mainline --set delayed_dequeue=false --set recent_used=prev"),
+}
+PEERS = ["scx_rustland", "scx_bpfland"]
+MAIN = ["eevdf", "wakelab", "scx_rustland", "scx_bpfland"]
+
+
+def plan_for(profile, topo, settings=None, workloads=None):
+    """[(setting, [(workload, param)])] in block order. profile: 'full' or 'quick'.
+    settings/workloads (lists) restrict the plan."""
+    n = topo["cpus"]
+    seed1 = [("seed1-qperf", "plain"), ("seed1-qperf", "rps+hogs")] if topo["nodes"] >= 2 else []
+    mc = [("memcached", str(n))]
+    # seed 2's counters also on hackbench: its many wakeups onto CPUs going idle make
+    # the pending-wakeup case frequent (memcached alone gives a handful per run)
+    seed2 = mc + [("hackbench-process-pipes", str(hackbench_groups(topo)[-1]))]
+    # seed 4 needs wakeups whose prev CPU is busy, or the recent-used CPU is never
+    # consulted: one pipe pair settles on one CPU (prev idle, taken first), NCPU pairs
+    # at once keep every CPU busy
+    seed4_pipe = [("perf-sched-pipe", str(n))]
+    if profile == "quick":
+        # what the seed checks need, nothing else
+        plan = [
+            ("wakelab", seed1 + seed2),
+            ("wakelab+seed1", seed1),
+            ("wakelab-seed2", seed2),
+            ("v6.12-nodd", [("lat-ctx", "")]),
+            ("v6.12", [("lat-ctx", "")]),
+            ("v6.12+seed3", [("lat-ctx", "")]),
+            ("ru-v5.10", seed4_pipe),
+            ("ru-prev", seed4_pipe),
+        ]
+    else:
+        hb = [(f"hackbench-{k}-{t}", str(g)) for k in ("process", "thread") for t in ("pipes", "sockets")
+              for g in hackbench_groups(topo)]
+        general = hb + [("perf-sched-pipe", ""), ("lat-ctx", ""), ("qperf-tcp-lat", "")] + seed1 + mc + \
+            [("tbench", str(max(1, n // 2)))]
+        seed4 = seed4_pipe + [("perf-sched-pipe", ""), ("hackbench-process-pipes", str(hackbench_groups(topo)[-1])),
+                 ("tbench", str(max(1, n // 2)))]
+        plan = [(s, general) for s in MAIN] + [
+            ("wakelab+seed1", seed1),
+            ("wakelab-seed2", seed2),
+            ("v6.12-nodd", [("lat-ctx", "")]),
+            ("v6.12", [("lat-ctx", "")]),
+            ("v6.12+seed3", [("lat-ctx", "")]),
+            ("ru-v5.10", seed4),
+            ("ru-prev", seed4),
+        ]
+    if settings:
+        plan = [(s, wl) for s, wl in plan if s in settings]
+    if workloads:
+        plan = [(s, [w for w in wl if w[0] in workloads]) for s, wl in plan]
+    return [(s, wl) for s, wl in plan if wl]
+
+
+def plan_text(plan, extra_args=None):
+    """The plan file for guest.sh: NAME|KIND|ARGS|WORKLOAD:PARAM ... ('-' = no param)."""
+    lines = []
+    for s, wl in plan:
+        kind, args = SETTINGS[s]
+        if kind == "wakelab" and extra_args:
+            args = (args + " " + extra_args).strip()
+        if "|" in args:
+            raise ValueError(f"setting {s}: '|' in its arguments {args!r}")
+        lines.append("|".join([s, kind, args, " ".join(f"{w}:{p or '-'}" for w, p in wl)]))
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- guest output
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+RES_RE = re.compile(r"LAB r=(\d+) s=(\S+) w=(\S+) p=(\S*) m=(\S+) u=(\S+) v=(\S*)")
+WL_RE = re.compile(r"LABWL r=(\d+) s=(\S+) w=(\S+) p=(\S*) (\{.*\})")
+HIST_RE = re.compile(r"LABHIST r=(\d+) s=(\S+) (\[[0-9,]*\])")
+LOG_RE = re.compile(r"LAB-LOG r=(\d+) s=(\S+) (.*)$")
+META_RE = re.compile(r"LAB-META (\S+) ?(.*)$")
+BAD_STATUS = ("load_failed", "crashed")
+
+
+class Raw:
+    """Everything the guest printed, parsed. feed() takes serial lines (noise is skipped)."""
+
+    def __init__(self):
+        self.rows = []       # dicts with the results.csv columns
+        self.status = {}     # (setting, rep) -> ok | load_failed | crashed | exit_N
+        self.hist = {}       # (setting, rep) -> [bucket counts]
+        self.block_metrics = {}  # (setting, rep) -> {metric: value} (load_s)
+        self.logs = []       # (rep, setting, text)
+        self.meta = {}       # key -> [values]
+        self.lines = []      # the LAB lines themselves (raw.txt)
+        self.ended = False
+        self.guest_end_s = None
+
+    def feed(self, line):
+        line = ANSI_RE.sub("", line.rstrip("\r\n"))
+        i = line.find("LAB")
+        if i < 0:
+            return
+        line = line[i:]
+        m = RES_RE.match(line)
+        if m:
+            self.lines.append(line)
+            rep, s, w, p, metric, unit, v = m.groups()
+            p = "" if p == "-" else p
+            if metric == "status":
+                self.status[(s, int(rep))] = v
+                return
+            if w == "block":   # per block, not per workload run (load_s): meta.json's blocks
+                try:
+                    self.block_metrics.setdefault((s, int(rep)), {})[metric] = float(v)
+                except ValueError:
+                    pass
+                return
+            try:
+                val = float(v)
+            except ValueError:
+                self.logs.append((int(rep), s, f"{w} {p} {metric}={v!r} (not a number)"))
+                return
+            self.rows.append({"setting": s, "workload": w, "param": p, "rep": int(rep),
+                              "metric": metric, "unit": unit, "value": val})
+            return
+        m = WL_RE.match(line)
+        if m:
+            self.lines.append(line)
+            rep, s, w, p, js = m.groups()
+            p = "" if p == "-" else p
+            try:
+                d = json.loads(js)
+            except ValueError:
+                self.logs.append((int(rep), s, f"{w} {p}: unparsable counters"))
+                return
+            for k, v in sorted(d.items()):
+                if isinstance(v, (int, float)):
+                    self.rows.append({"setting": s, "workload": w, "param": p, "rep": int(rep),
+                                      "metric": f"wl:{k}", "unit": "count", "value": float(v)})
+            return
+        m = HIST_RE.match(line)
+        if m:
+            self.lines.append(line)
+            try:
+                self.hist[(m.group(2), int(m.group(1)))] = json.loads(m.group(3))
+            except ValueError:
+                pass
+            return
+        m = LOG_RE.match(line)
+        if m:
+            self.lines.append(line)
+            self.logs.append((int(m.group(1)), m.group(2), m.group(3)))
+            return
+        m = META_RE.match(line)
+        if m:
+            self.lines.append(line)
+            self.meta.setdefault(m.group(1), []).append(m.group(2))
+            return
+        m = re.match(r"LAB-END at ([0-9.]+)", line)
+        if m:
+            self.lines.append(line)
+            self.ended = True
+            self.guest_end_s = float(m.group(1))
+        elif line.startswith("LAB-BLOCK"):
+            self.lines.append(line)
+
+    def good_rows(self):
+        """Rows of blocks whose scheduler loaded and stayed loaded: a block whose
+        scheduler died measured partly under EEVDF."""
+        return [r for r in self.rows if self.status.get((r["setting"], r["rep"])) not in BAD_STATUS]
+
+    def first(self, key, default="?"):
+        return (self.meta.get(key) or [default])[0]
+
+
+# --------------------------------------------------------------------------- writers
+
+CSV_HEADER = ["setting", "workload", "param", "rep", "metric", "unit", "value"]
+
+
+def fmt_value(v):
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else f"{v:.6g}"
+
+
+def write_results_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(CSV_HEADER)
+        for r in rows:
+            w.writerow([r["setting"], r["workload"], r["param"], r["rep"], r["metric"], r["unit"],
+                        fmt_value(r["value"])])
+
+
+def read_results_csv(path):
+    with open(path, newline="") as f:
+        rd = csv.DictReader(f)
+        if rd.fieldnames != CSV_HEADER:
+            raise ValueError(f"{path}: header {rd.fieldnames}, want {CSV_HEADER}")
+        return [dict(r, rep=int(r["rep"]), value=float(r["value"])) for r in rd]
+
+
+def hist_percentile_ns(counts, pct):
+    """Upper bound (2 << i ns) of the bucket holding the pct-th percentile of scx_wakelab's
+    log2 histogram (the rule of LiveMetrics::latency_percentile_ns)."""
+    return percentile_le(log2_buckets(counts), pct)
+
+
+def latency_hist(raw, good_only=True):
+    """{setting: summed histogram over its reps, with p50/p99}, cumulative per block
+    (load to stop) as scx_wakelab counts it."""
+    out = {}
+    for (s, rep), h in sorted(raw.hist.items()):
+        if good_only and raw.status.get((s, rep)) in BAD_STATUS:
+            continue
+        e = out.setdefault(s, {"reps": [], "counts": [0] * len(h)})
+        if len(e["counts"]) < len(h):
+            e["counts"] += [0] * (len(h) - len(e["counts"]))
+        for i, n in enumerate(h):
+            e["counts"][i] += n
+        e["reps"].append(rep)
+    for s, e in out.items():
+        e["total"] = sum(e["counts"])
+        e["p50_ns"] = hist_percentile_ns(e["counts"], 50)
+        e["p90_ns"] = hist_percentile_ns(e["counts"], 90)
+        e["p99_ns"] = hist_percentile_ns(e["counts"], 99)
+    return {"what": "scx_wakelab decision latency: BPF enqueue to the task running on the CPU the agent "
+                    "chose (enqueue_to_run_hist of `scx_wakelab stats --json`), summed over the reps of "
+                    "each setting, load to stop",
+            "unit": "ns", "bucket_lower_ns": "2**i", "bucket_upper_ns": "2**(i+1)",
+            "settings": out}
+
+
+def workloads_meta(plan):
+    seen, out = set(), []
+    for _, wl in plan:
+        for w, p in wl:
+            if (w, p) in seen:
+                continue
+            seen.add((w, p))
+            unit, better, cmd = WORKLOADS[w]
+            out.append({"name": w, "unit": unit, "better": better, "param": p, "command": cmd})
+    return out
+
+
+def settings_meta(plan, extra_args=None):
+    out = []
+    for s, _ in plan:
+        kind, args = SETTINGS[s]
+        if kind == "wakelab" and extra_args:
+            args = (args + " " + extra_args).strip()
+        out.append({"name": s, "kind": kind, "args": args})
+    return out

@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""Tests of the lab's host side without a VM: the guest-line parser, the results.csv
+interface, the plan, the topology parameter and each seed check in both directions
+(a check that cannot fail is no check). Ends with "N passed, N failed" for tools/test."""
+import io
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import checks  # noqa: E402
+import lablib  # noqa: E402
+
+
+def row(s, w, p, rep, metric, value, unit="count"):
+    return {"setting": s, "workload": w, "param": p, "rep": rep, "metric": metric, "unit": unit, "value": float(value)}
+
+
+class Parser(unittest.TestCase):
+    LINES = [
+        "\x1b[0mLAB-META kernel 7.2.13+deb14-amd64\r\n",
+        "LAB-META node node0 0-3",
+        "LAB-META node node1 4-7",
+        "noise LAB r=1 s=wakelab w=lat-ctx p=- m=value u=us v=45.66",
+        "LAB r=1 s=wakelab w=lat-ctx p=- m=task_migrations u=count v=12",
+        'LABWL r=1 s=wakelab w=lat-ctx p=- {"nr_wakeups_affine":7,"nr_wakeups_affine_attempts":9}',
+        "LAB r=1 s=wakelab w=block p=- m=status u=- v=ok",
+        "LAB r=1 s=wakelab w=block p=- m=load_s u=s v=0.53",
+        "LABHIST r=1 s=wakelab [0,2,3,0]",
+        "LAB r=1 s=scx_rustland w=hackbench-process-pipes p=2 m=value u=s v=0.5",
+        "LAB r=1 s=scx_rustland w=block p=- m=status u=- v=crashed",
+        "LAB r=2 s=wakelab w=lat-ctx p=- m=value u=us v=oops",
+        "LAB-END at 99.5",
+    ]
+
+    def parse(self):
+        raw = lablib.Raw()
+        for line in self.LINES:
+            raw.feed(line)
+        return raw
+
+    def test_rows_params_and_counters(self):
+        raw = self.parse()
+        got = {(r["setting"], r["workload"], r["param"], r["metric"]): r["value"] for r in raw.rows}
+        self.assertEqual(got[("wakelab", "lat-ctx", "", "value")], 45.66)
+        self.assertEqual(got[("wakelab", "lat-ctx", "", "wl:nr_wakeups_affine")], 7)
+        self.assertEqual(got[("scx_rustland", "hackbench-process-pipes", "2", "value")], 0.5)
+        self.assertTrue(raw.ended)
+        self.assertEqual(raw.guest_end_s, 99.5)
+        self.assertEqual(raw.first("kernel"), "7.2.13+deb14-amd64")
+
+    def test_block_metrics_kept_out_of_rows(self):
+        raw = self.parse()
+        self.assertFalse([r for r in raw.rows if r["workload"] == "block"])
+        self.assertEqual(raw.block_metrics[("wakelab", 1)], {"load_s": 0.53})
+
+    def test_crashed_block_left_out_and_bad_number_logged(self):
+        raw = self.parse()
+        self.assertFalse([r for r in raw.good_rows() if r["setting"] == "scx_rustland"])
+        self.assertTrue(any("not a number" in t for _, _, t in raw.logs))
+
+    def test_hist_summed_per_setting(self):
+        raw = self.parse()
+        raw.feed("LABHIST r=2 s=wakelab [1,0,0,0,4]")
+        h = lablib.latency_hist(raw)["settings"]["wakelab"]
+        self.assertEqual(h["counts"], [1, 2, 3, 0, 4])
+        self.assertEqual(h["total"], 10)
+        self.assertEqual(h["p50_ns"], 2 << 2)   # 5th of 10 lies in bucket 2
+        self.assertEqual(h["p99_ns"], 2 << 4)
+
+    def test_results_csv_interface(self):
+        raw = self.parse()
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / "results.csv"
+            lablib.write_results_csv(p, raw.good_rows())
+            head = p.read_text().splitlines()[0]
+            self.assertEqual(head, "setting,workload,param,rep,metric,unit,value")
+            back = lablib.read_results_csv(p)
+            self.assertEqual(len(back), len(raw.good_rows()))
+            self.assertIn({"setting": "wakelab", "workload": "lat-ctx", "param": "", "rep": 1, "metric": "value",
+                           "unit": "us", "value": 45.66}, back)
+
+
+class Plan(unittest.TestCase):
+    def test_topology(self):
+        self.assertEqual(lablib.parse_topology("2x2x2")["cpus"], 8)
+        self.assertEqual(lablib.parse_topology("2llc-per-node")["sockets"], 4)
+        self.assertEqual(lablib.parse_topology("1:1:4:1")["cpus"], 4)
+        for bad in ("3x3", "3:1:4:1", "0:1:1:1"):
+            with self.assertRaises(ValueError):
+                lablib.parse_topology(bad)
+
+    def test_group_sweep_follows_cpus(self):
+        self.assertEqual(lablib.hackbench_groups(lablib.parse_topology("2x2x2")), [1, 2, 4])
+        self.assertEqual(lablib.hackbench_groups(lablib.parse_topology("2:2:4:2")), [1, 4, 8])
+
+    def test_quick_plan_has_every_seed_and_no_peers(self):
+        plan = dict(lablib.plan_for("quick", lablib.parse_topology("2x2x2")))
+        self.assertIn(("seed1-qperf", "rps+hogs"), plan["wakelab+seed1"])
+        for s in ("wakelab-seed2", "v6.12-nodd", "v6.12", "v6.12+seed3", "ru-v5.10", "ru-prev"):
+            self.assertIn(s, plan)
+        self.assertNotIn("scx_rustland", plan)
+
+    def test_one_node_has_no_seed1(self):
+        plan = lablib.plan_for("full", lablib.parse_topology("1socket-nosmt"))
+        self.assertFalse([w for _, wl in plan for w in wl if w[0] == "seed1-qperf"])
+        self.assertEqual([s for s, _ in plan][:4], lablib.MAIN)
+
+    def test_restriction_and_plan_text(self):
+        plan = lablib.plan_for("full", lablib.parse_topology("2x2x2"), ["eevdf", "v6.12"], ["lat-ctx"])
+        self.assertEqual(plan, [("eevdf", [("lat-ctx", "")]), ("v6.12", [("lat-ctx", "")])])
+        text = lablib.plan_text(plan, "--slice-us 3000")
+        self.assertEqual(text.splitlines()[1], "v6.12|wakelab|--preset v6.12 --slice-us 3000|lat-ctx:-")
+        self.assertEqual(text.splitlines()[0], "eevdf|eevdf||lat-ctx:-")
+
+    def test_meta_lists(self):
+        plan = lablib.plan_for("quick", lablib.parse_topology("2x2x2"))
+        ws = lablib.workloads_meta(plan)
+        self.assertIn({"name": "memcached", "unit": "us", "better": "lower", "param": "8",
+                       "command": lablib.WORKLOADS["memcached"][2]}, ws)
+        kinds = {s["name"]: s["kind"] for s in lablib.settings_meta(plan)}
+        self.assertEqual(kinds["wakelab+seed1"], "wakelab")
+
+
+def seed1_rows(on_hog, off_hog=(40, 60), plain=(5, 8)):
+    rows = []
+    for rep, (a, b) in enumerate(zip(off_hog, on_hog), 1):
+        rows += [row("wakelab", "seed1-qperf", "rps+hogs", rep, "task_cross_node_migrations", a),
+                 row("wakelab+seed1", "seed1-qperf", "rps+hogs", rep, "task_cross_node_migrations", b),
+                 row("wakelab", "seed1-qperf", "plain", rep, "task_cross_node_migrations", plain[rep - 1]),
+                 row("wakelab+seed1", "seed1-qperf", "plain", rep, "task_cross_node_migrations", plain[rep - 1]),
+                 row("wakelab+seed1", "seed1-qperf", "rps+hogs", rep, "wl:sync_pull_rejected_irq_waker", 30),
+                 row("wakelab", "seed1-qperf", "rps+hogs", rep, "wl:sync_pull_by_irq_waker", 25),
+                 row("wakelab", "seed1-qperf", "rps+hogs", rep, "value", 300, "us")]
+    return rows
+
+
+def seed2_rows(despite_off=50, skipped_on=40, p99_on=(100, 102), hb_despite_off=0):
+    rows = []
+    for rep in (1, 2):
+        for s, d, k, p99 in (("wakelab-seed2", despite_off, 0, (100, 101)[rep - 1]),
+                             ("wakelab", 0, skipped_on, p99_on[rep - 1])):
+            rows += [row(s, "memcached", "8", rep, "wl:nr_newidle_pull_despite_pending", d),
+                     row(s, "memcached", "8", rep, "wl:nr_newidle_skipped_pending", k),
+                     row(s, "memcached", "8", rep, "p50_us", 20, "us"),
+                     row(s, "memcached", "8", rep, "p95_us", 50, "us"),
+                     row(s, "memcached", "8", rep, "p99_us", p99, "us")]
+        rows += [row("wakelab-seed2", "hackbench-process-pipes", "4", rep, "wl:nr_newidle_pull_despite_pending",
+                     hb_despite_off),
+                 row("wakelab", "hackbench-process-pipes", "4", rep, "wl:nr_newidle_skipped_pending", 5)]
+    return rows
+
+
+def seed3_rows(fix_affine=90, fix_mig=10):
+    rows = []
+    for rep in (1, 2):
+        for s, aff, mig in (("v6.12-nodd", 90, 10), ("v6.12", 40, 300), ("v6.12+seed3", fix_affine, fix_mig)):
+            rows += [row(s, "lat-ctx", "", rep, "wl:nr_wakeups_affine", aff),
+                     row(s, "lat-ctx", "", rep, "wl:nr_wakeups_affine_attempts", 100),
+                     row(s, "lat-ctx", "", rep, "wl:nr_wakeups", 1000),
+                     row(s, "lat-ctx", "", rep, "task_migrations", mig)]
+    return rows
+
+
+def seed4_rows(prev_hits=300, v510=(10, 10)):
+    rows = []
+    for rep in (1, 2):
+        rows += [row("ru-v5.10", "perf-sched-pipe", "", rep, "wl:sis_recent_used_hit", v510[0]),
+                 row("ru-v5.10", "perf-sched-pipe", "", rep, "wl:sis_recent_used_miss", v510[1]),
+                 row("ru-v5.10", "perf-sched-pipe", "", rep, "wl:nr_wakeups", 3000),
+                 row("ru-prev", "perf-sched-pipe", "", rep, "wl:nr_wakeups", 3000),
+                 row("ru-prev", "perf-sched-pipe", "", rep, "wl:sis_recent_used_hit", prev_hits),
+                 row("ru-prev", "perf-sched-pipe", "", rep, "wl:sis_recent_used_miss", 40)]
+    return rows
+
+
+def verdicts(results):
+    return {name: ok for name, ok, _ in results}
+
+
+class SeedChecks(unittest.TestCase):
+    def test_seed1_passes_at_no_hog_level_and_fails_above(self):
+        self.assertTrue(all(verdicts(checks.seed1(seed1_rows(on_hog=(4, 7)))).values()))
+        v = verdicts(checks.seed1(seed1_rows(on_hog=(30, 50))))
+        self.assertFalse(v["seed1_cross_node_migrations_fall_to_no_hog_level"])
+
+    def test_seed1_direction_lost(self):
+        v = verdicts(checks.seed1(seed1_rows(on_hog=(4, 7), off_hog=(3, 5))))
+        self.assertFalse(v["seed1_flag_stops_softirq_sync_pulls"])
+        rows = [r for r in seed1_rows(on_hog=(4, 7)) if r["metric"] != "wl:sync_pull_by_irq_waker"]
+        self.assertFalse(verdicts(checks.seed1(rows))["seed1_flag_stops_softirq_sync_pulls"])
+
+    def test_seed2(self):
+        self.assertTrue(all(verdicts(checks.seed2(seed2_rows())).values()))
+        v = verdicts(checks.seed2(seed2_rows(despite_off=0)))
+        self.assertFalse(v["seed2_newidle_pull_skipped_when_wakeup_pending"])
+        # the pending-wakeup pulls may come from hackbench alone
+        v = verdicts(checks.seed2(seed2_rows(despite_off=0, hb_despite_off=30)))
+        self.assertTrue(v["seed2_newidle_pull_skipped_when_wakeup_pending"])
+        v = verdicts(checks.seed2(seed2_rows(p99_on=(300, 310))))
+        self.assertFalse(v["seed2_latency_percentiles_no_worse"])
+        self.assertTrue(v["seed2_newidle_pull_skipped_when_wakeup_pending"])
+
+    def test_seed3(self):
+        self.assertTrue(all(verdicts(checks.seed3(seed3_rows())).values()))
+        v = verdicts(checks.seed3(seed3_rows(fix_affine=30)))
+        self.assertFalse(v["seed3_fix_restores_affine_rate"])
+        self.assertTrue(v["seed3_delayed_dequeue_lowers_affine_rate"])
+        v = verdicts(checks.seed3(seed3_rows(fix_mig=400)))
+        self.assertFalse(v["seed3_fix_restores_migrations"])
+        self.assertTrue(v["seed3_fix_restores_affine_rate"])
+
+    def test_seed3_migrations_are_per_wakeup(self):
+        # the fixed setting switched twice as often: twice the migrations at the same rate
+        rows = [dict(r, value=r["value"] * 2) if r["setting"] == "v6.12" and r["metric"] == "wl:nr_wakeups" else r
+                for r in seed3_rows()]
+        rows = [dict(r, value=r["value"] * 2) if r["setting"] == "v6.12" and r["metric"] == "task_migrations" else r
+                for r in rows]
+        self.assertTrue(verdicts(checks.seed3(rows))["seed3_delayed_dequeue_raises_migrations"])
+
+    def test_open_checks_reported_not_gating(self):
+        res = checks.seed3(seed3_rows(fix_mig=400))
+        self.assertEqual(checks.tally(res), (3, 0, 1) if "seed3_fix_restores_migrations" in checks.OPEN else (3, 1, 0))
+        line = [x for x in checks.check_lines(res) if "seed3_fix_restores_migrations" in x][0]
+        self.assertTrue(line.startswith("CHECK FAIL seed3_fix_restores_migrations"))
+        # a passing open check counts as passed
+        self.assertEqual(checks.tally(checks.seed3(seed3_rows()))[0], 4)
+
+    def test_seed4(self):
+        self.assertTrue(all(verdicts(checks.seed4(seed4_rows())).values()))
+        self.assertFalse(all(verdicts(checks.seed4(seed4_rows(prev_hits=5))).values()))
+        # a v5.10 rate of 3/3 on no denominator does not count against prev's 88%
+        self.assertTrue(all(verdicts(checks.seed4(seed4_rows(v510=(3, 0)))).values()))
+        # with a denominator the rate must not fall
+        self.assertFalse(all(verdicts(checks.seed4(seed4_rows(v510=(90, 10)))).values()))
+        self.assertTrue(all(verdicts(checks.seed4(seed4_rows(prev_hits=300, v510=(40, 14)))).values()))
+
+    def test_checks_only_for_what_ran(self):
+        self.assertEqual(checks.all_checks(seed4_rows()), checks.seed4(seed4_rows()))
+        self.assertEqual(checks.all_checks([]), [])
+
+    def test_missing_runs_fail(self):
+        rows = [r for r in seed1_rows(on_hog=(4, 7)) if r["param"] != "plain"]
+        v = verdicts(checks.seed1(rows))
+        self.assertFalse(v["seed1_cross_node_migrations_fall_to_no_hog_level"])
+
+    def test_check_lines_format(self):
+        lines = checks.check_lines(checks.seed4(seed4_rows()))
+        self.assertRegex(lines[0], r"^CHECK PASS seed4_recent_used_hit_rate_follows_mode \S")
+
+
+if __name__ == "__main__":
+    result = unittest.TextTestRunner(stream=io.StringIO() if "-q" in sys.argv else sys.stderr, verbosity=1).run(
+        unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__]))
+    failed = len(result.failures) + len(result.errors)
+    for t, tb in result.failures + result.errors:
+        print(f"FAIL {t.id()}\n{tb}")
+    print(f"{result.testsRun - failed} passed, {failed} failed")
+    sys.exit(0 if failed == 0 and result.testsRun else 1)
