@@ -126,11 +126,12 @@ volatile u64 nr_select_task_ctx, nr_select_softirq_ctx, nr_select_hardirq_ctx;
  * Newly-idle pulls (the sched_ext form of fair.c's newidle balance): a CPU
  * with nothing to run took a task queued for another CPU; skipped because a
  * wake-up was pending for it (seed 2); pulled although one was pending (flag
- * off); found nothing to pull; a cache-hot task left where it waits.
+ * off); found nothing to pull; a cache-hot task left where it waits;
+ * searched although a wake-up was pending (flag off), pull or not.
  */
 volatile u64 nr_newidle_pulls, nr_newidle_skipped_pending,
 	     nr_newidle_pull_despite_pending, nr_newidle_nothing,
-	     nr_newidle_cache_hot;
+	     nr_newidle_cache_hot, nr_newidle_search_despite_pending;
 /* Times the heartbeat had to wake the agent. */
 volatile u64 nr_heartbeat_kicks;
 /*
@@ -858,9 +859,14 @@ static bool newidle_balance(s32 cpu, u64 now)
 
 	if (!newidle_pull)
 		return false;
-	if (wakeup_pending && newidle_skip_pending) {
-		__sync_fetch_and_add(&nr_newidle_skipped_pending, 1);
-		return false;
+	if (wakeup_pending) {
+		if (newidle_skip_pending) {
+			__sync_fetch_and_add(&nr_newidle_skipped_pending, 1);
+			return false;
+		}
+		/* What seed 2 removes: looking at all, whether or not a
+		 * task is then found. */
+		__sync_fetch_and_add(&nr_newidle_search_despite_pending, 1);
 	}
 	src = busiest_queue(cpu, true);
 	if (src < 0)

@@ -86,6 +86,7 @@ live_metrics! {
     nr_newidle_pull_despite_pending,
     nr_newidle_nothing,
     nr_newidle_cache_hot,
+    nr_newidle_search_despite_pending,
 }
 
 impl LiveMetrics {
@@ -126,6 +127,7 @@ impl LiveMetrics {
         rd!(nr_newidle_pull_despite_pending);
         rd!(nr_newidle_nothing);
         rd!(nr_newidle_cache_hot);
+        rd!(nr_newidle_search_despite_pending);
         self.enqueue_to_run_hist.resize(LAT_BUCKETS, 0);
         for (i, v) in self.enqueue_to_run_hist.iter_mut().enumerate() {
             *v = unsafe { std::ptr::read_volatile(&b.enqueue_to_run_hist[i]) };

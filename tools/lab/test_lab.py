@@ -202,6 +202,18 @@ class SeedChecks(unittest.TestCase):
         self.assertFalse(v["seed2_latency_percentiles_no_worse"])
         self.assertTrue(v["seed2_newidle_pull_skipped_when_wakeup_pending"])
 
+    def test_seed2_counts_searches_when_recorded(self):
+        # no pull found a task, but the flag-off CPUs searched: the flag's direction holds
+        def searched(off, on):
+            rows = seed2_rows(despite_off=0)
+            for rep in (1, 2):
+                rows += [row("wakelab-seed2", "memcached", "8", rep, "wl:nr_newidle_search_despite_pending", off),
+                         row("wakelab", "memcached", "8", rep, "wl:nr_newidle_search_despite_pending", on)]
+            return verdicts(checks.seed2(rows))["seed2_newidle_pull_skipped_when_wakeup_pending"]
+        self.assertTrue(searched(25, 0))
+        self.assertFalse(searched(0, 0))      # flag off never searched: no evidence
+        self.assertFalse(searched(25, 3))     # flag on searched anyway: wrong direction
+
     def test_seed3(self):
         self.assertTrue(all(verdicts(checks.seed3(seed3_rows())).values()))
         v = verdicts(checks.seed3(seed3_rows(fix_affine=30)))
