@@ -45,7 +45,7 @@ delta_json() {
     numbers "$1" >/tmp/lf.old
     numbers "$2" >/tmp/lf.new
     awk 'BEGIN { printf "{" } NR == FNR { old[$1] = $2; next }
-         { printf "%s\"%s\":%d", sep, $1, $2 - old[$1]; sep = "," } END { print "}" }' /tmp/lf.old /tmp/lf.new
+         { printf "%s\"%s\":%.0f", sep, $1, $2 - old[$1]; sep = "," } END { print "}" }' /tmp/lf.old /tmp/lf.new
 }
 
 # start_sched LOG ARGS...: load scx_wakelab and wait for its control socket.
@@ -266,7 +266,7 @@ else fail seed4_loaded "state $(sched_state): $(tail -n 3 /tmp/live-seed4.log | 
 for mode in v5.10 prev; do
     set_flag seed4_set_mode "recent_used=$mode"
     P0=$(newpid); phase_begin
-    perf bench sched pipe -l 3000 >/tmp/lf.pipe 2>&1
+    perf bench sched pipe -l 10000 >/tmp/lf.pipe 2>&1
     USOP=$(sed -n 's/^ *\([0-9.]*\) usecs\/op.*/\1/p' /tmp/lf.pipe)
     phase_end "seed4_pipe_$mode" "\"setting\":\"recent_used=$mode\",\"usecs_per_op\":${USOP:-null},"
     echo "pipe_$mode $P0 $(newpid)" >>/tmp/lf.ranges
