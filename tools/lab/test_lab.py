@@ -163,7 +163,7 @@ def seed3_rows(fix_affine=90, fix_mig=10):
     return rows
 
 
-def seed4_rows(prev_hits=300, v510=(10, 10)):
+def seed4_rows(prev_hits=300, v510=(10, 10), prev_miss=40):
     rows = []
     for rep in (1, 2):
         rows += [row("ru-v5.10", "perf-sched-pipe", "", rep, "wl:sis_recent_used_hit", v510[0]),
@@ -171,7 +171,7 @@ def seed4_rows(prev_hits=300, v510=(10, 10)):
                  row("ru-v5.10", "perf-sched-pipe", "", rep, "wl:nr_wakeups", 3000),
                  row("ru-prev", "perf-sched-pipe", "", rep, "wl:nr_wakeups", 3000),
                  row("ru-prev", "perf-sched-pipe", "", rep, "wl:sis_recent_used_hit", prev_hits),
-                 row("ru-prev", "perf-sched-pipe", "", rep, "wl:sis_recent_used_miss", 40)]
+                 row("ru-prev", "perf-sched-pipe", "", rep, "wl:sis_recent_used_miss", prev_miss)]
     return rows
 
 
@@ -244,8 +244,11 @@ class SeedChecks(unittest.TestCase):
         self.assertFalse(all(verdicts(checks.seed4(seed4_rows(prev_hits=5))).values()))
         # a v5.10 rate of 3/3 on no denominator does not count against prev's 88%
         self.assertTrue(all(verdicts(checks.seed4(seed4_rows(v510=(3, 0)))).values()))
-        # with a denominator the rate must not fall
-        self.assertFalse(all(verdicts(checks.seed4(seed4_rows(v510=(90, 10)))).values()))
+        # with a denominator the rate must not fall significantly (two-proportion test)
+        self.assertFalse(all(verdicts(checks.seed4(seed4_rows(v510=(95, 5)))).values()))
+        # a fall within sampling noise of a small v5.10 denominator is no fall: the CI quick
+        # run's 18/150 (12.0%) -> 1120/9773 (11.5%)
+        self.assertTrue(all(verdicts(checks.seed4(seed4_rows(v510=(9, 66), prev_hits=560, prev_miss=4326))).values()))
         self.assertTrue(all(verdicts(checks.seed4(seed4_rows(prev_hits=300, v510=(40, 14)))).values()))
 
     def test_checks_only_for_what_ran(self):
