@@ -353,32 +353,38 @@ static u32 log2_bucket(u64 v)
  */
 
 /*
- * The agent is stalled when messages wait for it and it has not consumed
- * any for agent_stall_ns. Progress, not scheduling, is what counts: under
- * load the agent may run for seconds without a new ops.running() (its slice
- * is refilled while it has work).
+ * The agent has neither run nor consumed anything for agent_stall_ns. A
+ * healthy agent runs at least every heartbeat, work or not; a busy one may
+ * run for seconds without a new ops.running() (its slice is refilled while
+ * it has work), so consuming counts as progress too.
  */
 static u64 seen_consumed, last_progress_ns;
 
-static bool agent_stalled(u64 now)
+static bool agent_quiet(u64 now)
 {
-	u64 consumed = agent_consumed;
+	u64 consumed = agent_consumed, last = agent_last_run_ns;
 
 	if (consumed != seen_consumed) {
 		seen_consumed = consumed;
 		last_progress_ns = now;
 		return false;
 	}
-	if (time_after(agent_last_run_ns, last_progress_ns))
-		last_progress_ns = agent_last_run_ns;
-	return nr_ring_msgs != consumed && last_progress_ns &&
-	       time_delta(now, last_progress_ns) > agent_stall_ns;
+	if (time_after(last_progress_ns, last))
+		last = last_progress_ns;
+	return last && time_delta(now, last) > agent_stall_ns;
 }
 
 /*
- * The agent has neither run nor consumed anything for agent_stall_ns. A
- * healthy agent runs at least every heartbeat, work or not.
+ * Stalled: quiet while messages wait for it. agent_quiet() runs first either
+ * way, so that its progress bookkeeping sees every change of agent_consumed.
  */
+static bool agent_stalled(u64 now)
+{
+	bool quiet = agent_quiet(now);
+
+	return nr_ring_msgs != agent_consumed && quiet;
+}
+
 /*
  * When each message in the ring was queued, by its sequence number (the
  * nr_ring_msgs it was counted as): the entry at agent_consumed is the oldest
@@ -409,22 +415,6 @@ static u64 agent_lag_ns(u64 now)
 	if (!ts || !*ts)
 		return 0;
 	return time_delta(now, *ts);
-}
-
-static bool agent_quiet(u64 now)
-{
-	u64 consumed = agent_consumed, last = agent_last_run_ns;
-
-	/* A busy agent may run for long without ops.running(): progress counts. */
-	if (consumed != seen_consumed) {
-		seen_consumed = consumed;
-		last_progress_ns = now;
-		return false;
-	}
-
-	if (time_after(last_progress_ns, last))
-		last = last_progress_ns;
-	return last && time_delta(now, last) > agent_stall_ns;
 }
 
 /*
