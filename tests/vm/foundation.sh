@@ -35,8 +35,7 @@ wait $SCHED
 RC=$?
 expect_eq scheduler_exits_0_after_sigterm "$RC" 0
 if wait_state disabled 10; then pass state_disabled_after_exit; else fail state_disabled_after_exit "state $(sched_state)"; fi
-ERRS=$(kernel_errors)
-if [ -z "$ERRS" ]; then pass no_stall_or_error_in_kernel_log; else fail no_stall_or_error_in_kernel_log "$ERRS"; fi
+no_kernel_errors no_stall_or_error_in_kernel_log
 if grep -q 'EXIT: unregistered from user space' /tmp/sched.log; then pass exit_reason_is_unregister
 else fail exit_reason_is_unregister "$(grep -m1 EXIT: /tmp/sched.log)"; fi
 echo "DATA foundation_exit_stats $(sed -n 's/.*exit stats json: //p' /tmp/sched.log | tail -n 1)"

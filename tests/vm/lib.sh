@@ -36,3 +36,9 @@ wait_state() {
 kernel_errors() {
     dmesg | grep -iE 'runnable task stall|failed to run for|scx_bpf_error|sched_ext:.*(error|disabled).*(stall|BPF)|BUG:|Oops' || true
 }
+
+# no_kernel_errors NAME: PASS if the kernel logged no ejection or oops.
+no_kernel_errors() {
+    errs=$(kernel_errors)
+    if [ -z "$errs" ]; then pass "$1"; else fail "$1" "$errs"; fi
+}

@@ -76,6 +76,19 @@ wait_file_line() { # FILE PATTERN SECS
 
 child_pid() { sed -n 's/.*scx_wakelab started (pid \([0-9]*\)).*/\1/p' "$1" | tail -n 1; }
 
+# load_finished CASE ID: the load a case started (stress-ng as $STRESS with
+# its output in /tmp/ID.stress, 16 fork-loop jobs of 40 rounds as ID) ran to
+# the end: stress-ng exits 0 and every stressor and job completed.
+load_finished() {
+    wait $STRESS
+    rc=$?
+    expect_eq "$1_stress_ng_exit_0" "$rc" 0
+    i=0; while [ "$(jobs_done "$2")" -lt 16 ] && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
+    n=$(jobs_done "$2")
+    evid completions "stress-ng exit $rc: $(stress_summary "/tmp/$2.stress"); fork-loop jobs done $n of 16 (1280 processes)"
+    expect_eq "$1_every_task_finished" "$n $(stress_ok "/tmp/$2.stress" && echo ok)" "16 ok"
+}
+
 expect_eq state_disabled_before_tests "$(sched_state)" disabled
 echo "EVID env: kernel $(uname -r), $NCPU CPUs, clock ${WAKELAB_CLOCK:-?}"
 
@@ -148,8 +161,7 @@ SF=$(exit_counter nr_agent_stall_fallbacks /tmp/storm.sched)
 SR=$(exit_counter nr_stall_rescues /tmp/storm.sched)
 evid counters "nr_ring_full_fallbacks $RF, nr_agent_stall_fallbacks $SF, nr_stall_rescues $SR, nr_agent_dispatches $AD"
 if [ "${RF:-0}" -gt 0 ]; then pass storm_ring_overflowed_into_fallback; else fail storm_ring_overflowed_into_fallback "nr_ring_full_fallbacks ${RF:-none}"; fi
-ERRS=$(kernel_errors)
-if [ -z "$ERRS" ]; then pass storm_no_stall_in_kernel_log; else fail storm_no_stall_in_kernel_log "$ERRS"; fi
+no_kernel_errors storm_no_stall_in_kernel_log
 kernel_evidence 4
 wait_state disabled 10 >/dev/null
 
@@ -182,13 +194,7 @@ NEW=$(child_pid /tmp/kill.sched)
 evid supervisor "$(grep -m1 'killed by signal' /tmp/kill.sched | sed 's/^.*supervisor/supervisor/'); new pid $NEW (was $CHILD)"
 OPS=$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)
 case "$OPS" in wakelab*) pass sigkill_restarted_instance_is_ours ;; *) fail sigkill_restarted_instance_is_ours "root/ops '$OPS'" ;; esac
-wait $STRESS
-RC=$?
-expect_eq sigkill_stress_ng_exit_0 "$RC" 0
-i=0; while [ "$(jobs_done kill)" -lt 16 ] && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
-N=$(jobs_done kill)
-evid completions "stress-ng exit $RC: $(stress_summary /tmp/kill.stress); fork-loop jobs done $N of 16 (1280 processes)"
-expect_eq sigkill_every_task_finished "$N $(stress_ok /tmp/kill.stress && echo ok)" "16 ok"
+load_finished sigkill kill
 # Ask for a decision from the restarted agent before stopping it.
 D=$(counter nr_agent_dispatches)
 evid counters "restarted agent: nr_agent_dispatches $D"
@@ -200,8 +206,7 @@ expect_eq sigkill_supervisor_stops_cleanly_on_sigterm "$RC" 0
 sleep 3
 expect_eq sigkill_no_restart_after_sigterm "$(sched_state)" disabled
 evid exit "supervisor exit $RC on SIGTERM; $(grep 'stopped on request' /tmp/kill.sched | sed 's/^.*supervisor/supervisor/')"
-ERRS=$(kernel_errors)
-if [ -z "$ERRS" ]; then pass sigkill_no_stall_in_kernel_log; else fail sigkill_no_stall_in_kernel_log "$ERRS"; fi
+no_kernel_errors sigkill_no_stall_in_kernel_log
 kernel_evidence 6
 
 # --- 4. SIGSTOP of the agent past the watchdog timeout ----------------------
@@ -239,15 +244,8 @@ evid counters "nr_agent_stall_fallbacks $SF0 -> $SF1; nr_stall_rescues (tasks al
 if [ "${SF1:-0}" -gt "${SF0:-0}" ]; then pass sigstop_stall_fallback_counted; else fail sigstop_stall_fallback_counted "$SF0 -> $SF1"; fi
 if [ "${AD2:-0}" -gt "${AD1:-0}" ]; then pass sigstop_agent_places_again_after_sigcont; else fail sigstop_agent_places_again_after_sigcont "$AD1 -> $AD2"; fi
 expect_eq sigstop_same_instance "$(child_pid /tmp/stop.sched)" "$CHILD"
-wait $STRESS
-RC=$?
-expect_eq sigstop_stress_ng_exit_0 "$RC" 0
-i=0; while [ "$(jobs_done stop)" -lt 16 ] && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
-N=$(jobs_done stop)
-evid completions "stress-ng exit $RC: $(stress_summary /tmp/stop.stress); fork-loop jobs done $N of 16 (1280 processes)"
-expect_eq sigstop_every_task_finished "$N $(stress_ok /tmp/stop.stress && echo ok)" "16 ok"
-ERRS=$(kernel_errors)
-if [ -z "$ERRS" ]; then pass sigstop_no_stall_in_kernel_log; else fail sigstop_no_stall_in_kernel_log "$ERRS"; fi
+load_finished sigstop stop
+no_kernel_errors sigstop_no_stall_in_kernel_log
 kill -TERM "$SUP"
 wait $SUP
 RC=$?
@@ -282,21 +280,14 @@ if grep 'topology: ' /tmp/hot.sched | tail -n 1 | grep -q "topology: $NCPU CPUs 
 else fail hotplug_online_restarts_with_all_cpus "state $(sched_state); $(grep -E 'loaded:|restart|EXIT' /tmp/hot.sched | tail -n 3 | tr '\n' ' ')"; fi
 evid after_online "$(grep -E 'asked for a restart|topology:' /tmp/hot.sched | sed 's/^.*topology/topology/;s/^.*the kernel/the kernel/' | tail -n 2 | tr '\n' ';')"
 expect_eq hotplug_same_process "$(kill -0 $SCHED 2>/dev/null && echo alive)" alive
-wait $STRESS
-RC=$?
-expect_eq hotplug_stress_ng_exit_0 "$RC" 0
-i=0; while [ "$(jobs_done hot)" -lt 16 ] && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
-N=$(jobs_done hot)
-evid completions "stress-ng exit $RC: $(stress_summary /tmp/hot.stress); fork-loop jobs done $N of 16 (1280 processes)"
-expect_eq hotplug_every_task_finished "$N $(stress_ok /tmp/hot.stress && echo ok)" "16 ok"
+load_finished hotplug hot
 kill -TERM $SCHED 2>/dev/null
 wait $SCHED
 RC=$?
 evid exit "scx_wakelab exit status $RC after SIGTERM; loads: $(grep -c 'loaded:' /tmp/hot.sched)"
 echo "--- hotplug scheduler log (restarts) ---"; grep -E 'restart|topology|loaded|EXIT' /tmp/hot.sched
 expect_eq hotplug_scheduler_exit_0 "$RC" 0
-ERRS=$(kernel_errors)
-if [ -z "$ERRS" ]; then pass hotplug_no_stall_in_kernel_log; else fail hotplug_no_stall_in_kernel_log "$ERRS"; fi
+no_kernel_errors hotplug_no_stall_in_kernel_log
 kernel_evidence 8
 wait_state disabled 10 >/dev/null
 
