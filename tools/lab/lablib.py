@@ -109,35 +109,25 @@ def plan_for(profile, topo, settings=None, workloads=None):
     # seed 4 needs wakeups whose prev CPU is busy, or the recent-used CPU is never
     # consulted: one pipe pair settles on one CPU (prev idle, taken first), NCPU pairs
     # at once keep every CPU busy
-    seed4_pipe = [("perf-sched-pipe", str(n))]
+    seed4 = [("perf-sched-pipe", str(n))]
+
+    def seed_settings(seed4):
+        """The seed flips, the same in both profiles but for seed 4's workloads."""
+        return [("wakelab+seed1", seed1), ("wakelab-seed2", seed2)] + \
+            [(s, [("lat-ctx", "")]) for s in ("v6.12-nodd", "v6.12", "v6.12+seed3")] + \
+            [("ru-v5.10", seed4), ("ru-prev", seed4)]
+
     if profile == "quick":
         # what the seed checks need, nothing else
-        plan = [
-            ("wakelab", seed1 + seed2),
-            ("wakelab+seed1", seed1),
-            ("wakelab-seed2", seed2),
-            ("v6.12-nodd", [("lat-ctx", "")]),
-            ("v6.12", [("lat-ctx", "")]),
-            ("v6.12+seed3", [("lat-ctx", "")]),
-            ("ru-v5.10", seed4_pipe),
-            ("ru-prev", seed4_pipe),
-        ]
+        plan = [("wakelab", seed1 + seed2)] + seed_settings(seed4)
     else:
         hb = [(f"hackbench-{k}-{t}", str(g)) for k in ("process", "thread") for t in ("pipes", "sockets")
               for g in hackbench_groups(topo)]
         general = hb + [("perf-sched-pipe", ""), ("lat-ctx", ""), ("qperf-tcp-lat", "")] + seed1 + mc + \
             [("tbench", str(max(1, n // 2)))]
-        seed4 = seed4_pipe + [("perf-sched-pipe", ""), ("hackbench-process-pipes", str(hackbench_groups(topo)[-1])),
-                 ("tbench", str(max(1, n // 2)))]
-        plan = [(s, general) for s in MAIN] + [
-            ("wakelab+seed1", seed1),
-            ("wakelab-seed2", seed2),
-            ("v6.12-nodd", [("lat-ctx", "")]),
-            ("v6.12", [("lat-ctx", "")]),
-            ("v6.12+seed3", [("lat-ctx", "")]),
-            ("ru-v5.10", seed4),
-            ("ru-prev", seed4),
-        ]
+        seed4 += [("perf-sched-pipe", ""), ("hackbench-process-pipes", str(hackbench_groups(topo)[-1])),
+                  ("tbench", str(max(1, n // 2)))]
+        plan = [(s, general) for s in MAIN] + seed_settings(seed4)
     if settings:
         plan = [(s, wl) for s, wl in plan if s in settings]
     if workloads:
