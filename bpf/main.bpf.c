@@ -29,6 +29,9 @@
  * - A CPU about to go idle pulls a task waiting for a busier CPU of its LLC,
  *   then of its node, as fair.c's newly-idle balance does (not a cache-hot
  *   one, not while a wake-up is on its way to it if the policy says so).
+ *   With --idle-balance, an idle CPU does the same, also from an overloaded
+ *   node, when a busy CPU's tick sees tasks waiting behind its current one
+ *   and kicks it (the idle balance).
  * - A per-CPU table (cpu_state[]) that the agent reads through the
  *   memory-mapped .bss: idle, rq->nr_running, rq->ttwu_pending, current
  *   pid/policy, idle periods.
@@ -132,6 +135,13 @@ volatile u64 nr_select_task_ctx, nr_select_softirq_ctx, nr_select_hardirq_ctx;
 volatile u64 nr_newidle_pulls, nr_newidle_skipped_pending,
 	     nr_newidle_pull_despite_pending, nr_newidle_nothing,
 	     nr_newidle_cache_hot, nr_newidle_search_despite_pending;
+/*
+ * Idle balance (idle_balance_kick()): idle CPUs kicked by a busy CPU's tick;
+ * kicked CPUs that pulled a task, found nothing to pull, left a cache-hot
+ * task where it waits.
+ */
+volatile u64 nr_idle_balance_kicks, nr_idle_balance_pulls,
+	     nr_idle_balance_nothing, nr_idle_balance_cache_hot;
 /* Times the heartbeat had to wake the agent. */
 volatile u64 nr_heartbeat_kicks;
 /*
@@ -166,6 +176,12 @@ volatile u32 report_sleeps;
  */
 volatile u32 newidle_pull = 1;
 volatile u32 newidle_skip_pending = 1;
+/* --idle-balance: idle CPUs are kicked to pull (idle_balance_kick()). */
+const volatile bool idle_balance_on;
+/* --idle-balance-busy-us: see wakelab_tick(). */
+const volatile u64 idle_balance_busy_ns = 2000000ULL;
+/* Set by idle_balance_kick() for the idle CPU it kicks, cleared by its dispatch. */
+volatile u32 idle_balance_req[WL_MAX_CPUS];
 /* The agent's topology: LLC and node of each CPU, for the pull order. */
 volatile u32 cpu_llc[WL_MAX_CPUS];
 volatile u32 cpu_node[WL_MAX_CPUS];
@@ -770,15 +786,22 @@ out:
  */
 #define WL_MIGRATION_COST_NS	500000ULL
 
+/* Where busiest_queue() looks, nearest first, like fair.c's domain levels. */
+enum pull_scope {
+	PULL_SAME_LLC,		/* @cpu's LLC */
+	PULL_SAME_NODE,		/* the other LLCs of @cpu's node */
+	PULL_OTHER_NODES,	/* every other node */
+};
+
 /*
- * The CPU other than @cpu with the most tasks waiting in its DSQ, in @cpu's
- * LLC (@same_llc) or in its node otherwise; -1 if none. Like fair.c's
+ * The CPU other than @cpu with the most tasks waiting in its DSQ, within
+ * @scope of @cpu; -1 if none. Like fair.c's
  * busiest-queue search it only considers CPUs that have more to run than
  * one task (nr_running > 1): a task waiting in the DSQ of a CPU that runs
  * nothing else, or only the agent (which yields as soon as it has placed
  * its batch), gets that CPU in a moment; pulling it would only migrate it.
  */
-static s32 busiest_queue(s32 cpu, bool same_llc)
+static s32 busiest_queue(s32 cpu, enum pull_scope scope)
 {
 	u32 my_llc, my_node, best = 0;
 	s32 i, src = -1;
@@ -793,8 +816,9 @@ static s32 busiest_queue(s32 cpu, bool same_llc)
 
 		if (i == cpu || i >= WL_MAX_CPUS)
 			continue;
-		if (same_llc ? cpu_llc[i] != my_llc :
-			       (cpu_node[i] != my_node || cpu_llc[i] == my_llc))
+		if (scope == PULL_SAME_LLC ? cpu_llc[i] != my_llc :
+		    scope == PULL_SAME_NODE ? (cpu_node[i] != my_node || cpu_llc[i] == my_llc) :
+		    cpu_node[i] == my_node)
 			continue;
 		n = scx_bpf_dsq_nr_queued(i);
 		cs = cpu_state_of(i);
@@ -811,9 +835,10 @@ static s32 busiest_queue(s32 cpu, bool same_llc)
 /*
  * Move to @cpu the first task of @src's DSQ that may run on @cpu and is not
  * cache hot (fair.c's can_migrate_task() without its give-up-after-failures
- * escape). Returns true if a task was moved.
+ * escape). Returns true if a task was moved. @newidle says which counter a
+ * cache-hot task counts in.
  */
-static bool pull_from(s32 cpu, s32 src, u64 now)
+static bool pull_from(s32 cpu, s32 src, u64 now, bool newidle)
 {
 	struct task_struct *p;
 
@@ -824,13 +849,28 @@ static bool pull_from(s32 cpu, s32 src, u64 now)
 			continue;
 		if (tctx && tctx->last_stop_ns &&
 		    time_delta(now, tctx->last_stop_ns) < WL_MIGRATION_COST_NS) {
-			__sync_fetch_and_add(&nr_newidle_cache_hot, 1);
+			if (newidle)
+				__sync_fetch_and_add(&nr_newidle_cache_hot, 1);
+			else
+				__sync_fetch_and_add(&nr_idle_balance_cache_hot, 1);
 			continue;
 		}
 		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
 			return true;
 	}
 	return false;
+}
+
+/*
+ * A wake-up is on its way to @cpu: rq->ttwu_pending (a remote wake-up queued
+ * on its wakelist) or a decision of the agent for it not applied yet.
+ */
+static bool wakeup_coming(s32 cpu)
+{
+	struct rq *rq = bpf_per_cpu_ptr(&runqueues, cpu);
+	volatile u32 *pending = MEMBER_VPTR(inflight, [cpu]);
+
+	return (rq && rq->ttwu_pending) || (pending && *pending);
 }
 
 /*
@@ -842,9 +882,7 @@ static bool pull_from(s32 cpu, s32 src, u64 now)
  */
 static bool newidle_balance(s32 cpu, u64 now)
 {
-	struct rq *rq = bpf_per_cpu_ptr(&runqueues, cpu);
-	volatile u32 *pending = MEMBER_VPTR(inflight, [cpu]);
-	bool wakeup_pending = (rq && rq->ttwu_pending) || (pending && *pending);
+	bool wakeup_pending = wakeup_coming(cpu);
 	s32 src;
 
 	if (!newidle_pull)
@@ -858,16 +896,124 @@ static bool newidle_balance(s32 cpu, u64 now)
 		 * task is then found. */
 		__sync_fetch_and_add(&nr_newidle_search_despite_pending, 1);
 	}
-	src = busiest_queue(cpu, true);
+	src = busiest_queue(cpu, PULL_SAME_LLC);
 	if (src < 0)
-		src = busiest_queue(cpu, false);
-	if (src >= 0 && pull_from(cpu, src, now)) {
+		src = busiest_queue(cpu, PULL_SAME_NODE);
+	if (src >= 0 && pull_from(cpu, src, now, true)) {
 		__sync_fetch_and_add(&nr_newidle_pulls, 1);
 		if (wakeup_pending)
 			__sync_fetch_and_add(&nr_newidle_pull_despite_pending, 1);
 		return true;
 	}
 	__sync_fetch_and_add(&nr_newidle_nothing, 1);
+	return false;
+}
+
+/*
+ * A CPU that stays idle never reaches ops.dispatch(), so newidle_balance()
+ * alone leaves a task waiting behind a busy CPU's current task for up to a
+ * slice while other CPUs idle, and again after every wake-up that queues it
+ * there. fair.c's answer is the nohz idle balance: a busy CPU whose tick
+ * sees more than one task on its rq (nohz_balancer_kick(), nr_running >= 2)
+ * kicks an idle CPU to balance on behalf of the idle ones. Ours, in small:
+ * from ops.tick(), kick the nearest idle CPU that expects no wake-up; its
+ * ops.dispatch() then runs idle_balance(). One CPU per tick, and the tick is
+ * the rate limit (fair.c's nohz.next_balance keeps it to about one balance
+ * per jiffy too).
+ *
+ * Off by default (--idle-balance): under QEMU TCG it makes lmbench
+ * `lat_ctx -P 8` about twice as slow (2.0-3.6 ms -> 4.2-7.6 ms, v6.12 preset
+ * without delayed dequeue, three VM runs on 2026-12-02) after only 20-70
+ * pulls per run, for reasons not yet understood; what it buys is fair.c's
+ * back-and-forth in the seed-1 scenario (tools/lab: 50-78 qperf cross-node
+ * moves per run without the seed-1 flag, 0 with it).
+ */
+static void idle_balance_kick(u32 busy)
+{
+	u32 my_llc, my_node, best_dist = 3;
+	s32 i, target = -1;
+	volatile u32 *req;
+
+	/* Unsigned: one bound the verifier keeps for the array index. */
+	if (busy >= WL_MAX_CPUS)
+		return;
+	my_llc = cpu_llc[busy];
+	my_node = cpu_node[busy];
+	bpf_for(i, 0, nr_cpu_ids) {
+		struct cpu_state *cs;
+		u32 dist;
+
+		if (i == busy || i >= WL_MAX_CPUS)
+			continue;
+		cs = cpu_state_of(i);
+		if (!cs || !cs->idle || wakeup_coming(i))
+			continue;
+		dist = cpu_llc[i] == my_llc ? 0 : cpu_node[i] == my_node ? 1 : 2;
+		if (dist < best_dist) {
+			best_dist = dist;
+			target = i;
+		}
+	}
+	if (target < 0 || target >= WL_MAX_CPUS)
+		return;
+	req = MEMBER_VPTR(idle_balance_req, [target]);
+	if (!req)
+		return;
+	*req = 1;
+	__sync_fetch_and_add(&nr_idle_balance_kicks, 1);
+	scx_bpf_kick_cpu(target, SCX_KICK_IDLE);
+}
+
+/*
+ * @cpu was kicked by idle_balance_kick(): pull from the busiest queue of
+ * its LLC, then its node, then of another node if that node is overloaded
+ * (fair.c's load balance climbs to the NUMA domain too). Nothing if a wake-up is on its way here
+ * by now: that task is this CPU's work.
+ */
+/*
+ * More tasks on @node's CPUs than it has CPUs: fair.c's group_overloaded.
+ * Only then does the NUMA level of load balance move a task between nodes
+ * at once; below, adjust_numa_imbalance() lets a few tasks run on the
+ * "wrong" node rather than split a communicating pair.
+ */
+static bool node_is_overloaded(u32 node)
+{
+	u32 nr = 0, cpus = 0;
+	s32 i;
+
+	bpf_for(i, 0, nr_cpu_ids) {
+		struct cpu_state *cs;
+
+		if (i >= WL_MAX_CPUS)
+			break;
+		cs = cpu_state_of(i);
+		if (!cs || cpu_node[i] != node)
+			continue;
+		cpus++;
+		nr += nr_runnable_on(i, cs->curr_pid);
+	}
+	return nr > cpus;
+}
+
+static bool idle_balance(s32 cpu, u64 now)
+{
+	s32 src;
+
+	if (wakeup_coming(cpu))
+		return false;
+	src = busiest_queue(cpu, PULL_SAME_LLC);
+	if (src < 0)
+		src = busiest_queue(cpu, PULL_SAME_NODE);
+	if (src < 0) {
+		src = busiest_queue(cpu, PULL_OTHER_NODES);
+		if (src >= 0 && !node_is_overloaded(cpu_node[src & (WL_MAX_CPUS - 1)]))
+			src = -1;
+	}
+	if (src >= 0 && pull_from(cpu, src, now, false)) {
+		__sync_fetch_and_add(&nr_idle_balance_pulls, 1);
+		return true;
+	}
+	__sync_fetch_and_add(&nr_idle_balance_nothing, 1);
 	return false;
 }
 
@@ -920,6 +1066,7 @@ static void rescue_from_stalled_agent(u64 now)
 void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
 {
 	u64 now = scx_bpf_now();
+	volatile u32 *req;
 
 	refresh_cpu_state(cpu, now);
 
@@ -958,8 +1105,43 @@ void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
 		return;
 	}
 
-	/* The CPU is about to go idle. */
+	/*
+	 * The CPU is about to go idle, or is idle and was kicked to balance:
+	 * one or the other, so that each pull is counted once.
+	 */
+	req = MEMBER_VPTR(idle_balance_req, [cpu]);
+	if (req && *req) {
+		*req = 0;
+		idle_balance(cpu, now);
+		return;
+	}
 	newidle_balance(cpu, now);
+}
+
+/*
+ * @p runs on a CPU whose tick fired: see idle_balance_kick(). fair.c's test
+ * is nr_running >= 2: @p plus what waits in our DSQ. Ours adds that @p has
+ * run idle_balance_busy_ns since it last woke, i.e. will not give the CPU up
+ * in a moment. A sync wakee queued behind a waker about to sleep gets the
+ * CPU soon; in the kernel a tick rarely falls into that window, but QEMU TCG
+ * stretches it many times, and pulling such wakees away breaks up every pair
+ * that wake-affine brought together (lmbench lat_ctx: twice the migrations).
+ */
+void BPF_STRUCT_OPS(wakelab_tick, struct task_struct *p)
+{
+	s32 cpu = scx_bpf_task_cpu(p);
+	struct task_ctx *tctx;
+	u64 ran;
+
+	if (!idle_balance_on || is_agent(p) || !scx_bpf_dsq_nr_queued(cpu))
+		return;
+	tctx = lookup_task_ctx(p);
+	if (!tctx || !tctx->start_ns)
+		return;
+	ran = tctx->exec_runtime + time_delta(scx_bpf_now(), tctx->start_ns);
+	if (ran < idle_balance_busy_ns)
+		return;
+	idle_balance_kick(cpu);
 }
 
 void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
@@ -1172,6 +1354,7 @@ SCX_OPS_DEFINE(wakelab_ops,
 	       .running			= (void *)wakelab_running,
 	       .stopping		= (void *)wakelab_stopping,
 	       .update_idle		= (void *)wakelab_update_idle,
+	       .tick			= (void *)wakelab_tick,
 	       .enable			= (void *)wakelab_enable,
 	       .init_task		= (void *)wakelab_init_task,
 	       .init			= (void *)wakelab_init,

@@ -66,6 +66,20 @@ struct Opts {
     #[arg(long, value_name = "SECS", default_value_t = 1.0, requires = "supervise", value_parser = parse_interval)]
     restart_delay: f64,
 
+    /// Kick idle CPUs to pull tasks waiting behind a busy CPU's current
+    /// task, from an overloaded node too (the analogue of fair.c's nohz idle
+    /// balance; a CPU that is just going idle pulls in any case). Off by
+    /// default: in the VM it slows lmbench lat_ctx about twofold.
+    #[arg(long)]
+    idle_balance: bool,
+
+    /// Idle balance: a busy CPU kicks an idle one only when its current task
+    /// has run this long since it last woke, so is not about to give the CPU
+    /// up to the task waiting behind it.
+    #[arg(long, value_name = "US", default_value_t = 2000, requires = "idle_balance",
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    idle_balance_busy_us: u64,
+
     /// More logging (libbpf's messages, the verifier log on load failures).
     #[arg(short = 'v', long)]
     verbose: bool,
@@ -223,6 +237,8 @@ fn main() -> ExitCode {
         exit_dump_len: opts.exit_dump_len,
         break_verifier: opts.debug_break_verifier,
         ring_limit: opts.debug_ring_limit,
+        idle_balance: opts.idle_balance,
+        idle_balance_busy_us: opts.idle_balance_busy_us,
         open_opts: opts.libbpf.clone().into_bpf_open_opts(),
     };
     match live::run_scheduler(cfg, policy, opts.stats, &opts.socket, opts.trace.as_deref()) {

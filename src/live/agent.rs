@@ -37,6 +37,10 @@ pub struct AgentConfig {
     pub break_verifier: bool,
     /// Test aid: the wakeup ring counts as full at this many messages (0 = never early).
     pub ring_limit: u32,
+    /// --idle-balance: busy CPUs kick idle ones to pull.
+    pub idle_balance: bool,
+    /// --idle-balance-wait-us: a waiting task must have waited this long.
+    pub idle_balance_busy_us: u64,
     pub open_opts: Option<libbpf_rs::libbpf_sys::bpf_object_open_opts>,
 }
 
@@ -89,6 +93,8 @@ impl<'a> Agent<'a> {
         rodata.slice_ns = cfg.slice_ns;
         rodata.break_verifier = cfg.break_verifier;
         rodata.ring_limit = cfg.ring_limit;
+        rodata.idle_balance_on = cfg.idle_balance;
+        rodata.idle_balance_busy_ns = cfg.idle_balance_busy_us * 1000;
 
         let ops = skel.struct_ops.wakelab_ops_mut();
         // KEEP_BUILTIN_IDLE: we define ops.update_idle() for our table but

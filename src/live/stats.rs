@@ -87,6 +87,10 @@ live_metrics! {
     nr_newidle_nothing,
     nr_newidle_cache_hot,
     nr_newidle_search_despite_pending,
+    nr_idle_balance_kicks,
+    nr_idle_balance_pulls,
+    nr_idle_balance_nothing,
+    nr_idle_balance_cache_hot,
 }
 
 impl LiveMetrics {
@@ -128,6 +132,10 @@ impl LiveMetrics {
         rd!(nr_newidle_nothing);
         rd!(nr_newidle_cache_hot);
         rd!(nr_newidle_search_despite_pending);
+        rd!(nr_idle_balance_kicks);
+        rd!(nr_idle_balance_pulls);
+        rd!(nr_idle_balance_nothing);
+        rd!(nr_idle_balance_cache_hot);
         self.enqueue_to_run_hist.resize(LAT_BUCKETS, 0);
         for (i, v) in self.enqueue_to_run_hist.iter_mut().enumerate() {
             *v = unsafe { std::ptr::read_volatile(&b.enqueue_to_run_hist[i]) };
@@ -198,7 +206,7 @@ impl LiveMetrics {
         );
         let _ = writeln!(
             s,
-            "seeds: sync_pull_rejected_irq_waker {} sync_pull_by_irq_waker {} sync_blocked_by_delayed {} sync_delayed_excluded {} newidle pulls {} skipped_pending {} despite_pending {} cache_hot {} | waker ctx task {} softirq {} hardirq {}",
+            "seeds: sync_pull_rejected_irq_waker {} sync_pull_by_irq_waker {} sync_blocked_by_delayed {} sync_delayed_excluded {} newidle pulls {} skipped_pending {} despite_pending {} cache_hot {} | idle balance kicks {} pulls {} | waker ctx task {} softirq {} hardirq {}",
             p.sync_pull_rejected_irq_waker,
             p.sync_pull_by_irq_waker,
             p.sync_shortcut_blocked_by_delayed,
@@ -207,6 +215,8 @@ impl LiveMetrics {
             self.nr_newidle_skipped_pending,
             self.nr_newidle_pull_despite_pending,
             self.nr_newidle_cache_hot,
+            self.nr_idle_balance_kicks,
+            self.nr_idle_balance_pulls,
             self.nr_select_task_ctx,
             self.nr_select_softirq_ctx,
             self.nr_select_hardirq_ctx

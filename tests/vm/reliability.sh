@@ -107,6 +107,8 @@ one_line_error bad_set_out_of_range 2 scx_wakelab --set imbalance_pct_llc=5
 one_line_error bad_set_conflict 2 scx_wakelab --set idle_scan=single-pass --set idle_candidate=false
 one_line_error bad_restart_limit 2 scx_wakelab --supervise --restart-limit 0
 one_line_error bad_restart_option_alone 2 scx_wakelab --restart-delay 2
+one_line_error bad_idle_balance_option_alone 2 scx_wakelab --idle-balance-busy-us 500
+one_line_error bad_idle_balance_busy_out_of_range 2 scx_wakelab --idle-balance --idle-balance-busy-us 2000000
 echo '{"topology": ' >/tmp/truncated.json
 echo '{"topology": {"nodes": "two"}}' >/tmp/wrongtype.json
 one_line_error bad_explain_missing_file nz scx_wakelab explain /tmp/no-such-scenario.json

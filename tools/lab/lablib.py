@@ -79,8 +79,12 @@ SETTINGS = {
     "wakelab": ("wakelab", "--preset mainline"),
     "scx_rustland": ("peer", ""),
     "scx_bpfland": ("peer", ""),
-    # seed 1 (Barry Song): mainline has no softirq-waker rule; the flag adds it
-    "wakelab+seed1": ("wakelab", "--preset mainline --set sync_requires_task_waker=true"),
+    # seed 1 (Barry Song): mainline has no softirq-waker rule; the flag adds it. Both
+    # with the idle balance, which pulls a wakee waiting behind a hog back to an idle
+    # node as fair.c's periodic balance does: without it a pair pulled onto the hog
+    # node stays there, and the flag-off count is one move a run instead of EEVDF's tens
+    "wakelab+ib": ("wakelab", "--preset mainline --idle-balance"),
+    "wakelab+ib+seed1": ("wakelab", "--preset mainline --idle-balance --set sync_requires_task_waker=true"),
     # seed 2 (Rik van Riel): mainline skips the newly-idle pull when a wakeup is pending
     "wakelab-seed2": ("wakelab", "--preset mainline --set newidle_skip_pending_wakeup=false"),
     # seed 3 (Xuewen Yan / Tianchen Ding): v6.12 without delayed dequeue, with it, with the fix
@@ -113,13 +117,13 @@ def plan_for(profile, topo, settings=None, workloads=None):
 
     def seed_settings(seed4):
         """The seed flips, the same in both profiles but for seed 4's workloads."""
-        return [("wakelab+seed1", seed1), ("wakelab-seed2", seed2)] + \
+        return [("wakelab+ib", seed1), ("wakelab+ib+seed1", seed1), ("wakelab-seed2", seed2)] + \
             [(s, [("lat-ctx", "")]) for s in ("v6.12-nodd", "v6.12", "v6.12+seed3")] + \
             [("ru-v5.10", seed4), ("ru-prev", seed4)]
 
     if profile == "quick":
         # what the seed checks need, nothing else
-        plan = [("wakelab", seed1 + seed2)] + seed_settings(seed4)
+        plan = [("wakelab", seed2)] + seed_settings(seed4)
     else:
         hb = [(f"hackbench-{k}-{t}", str(g)) for k in ("process", "thread") for t in ("pipes", "sockets")
               for g in hackbench_groups(topo)]

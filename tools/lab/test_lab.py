@@ -97,7 +97,8 @@ class Plan(unittest.TestCase):
 
     def test_quick_plan_has_every_seed_and_no_peers(self):
         plan = dict(lablib.plan_for("quick", lablib.parse_topology("2x2x2")))
-        self.assertIn(("seed1-qperf", "rps+hogs"), plan["wakelab+seed1"])
+        self.assertIn(("seed1-qperf", "rps+hogs"), plan["wakelab+ib+seed1"])
+        self.assertIn(("seed1-qperf", "rps+hogs"), plan["wakelab+ib"])
         for s in ("wakelab-seed2", "v6.12-nodd", "v6.12", "v6.12+seed3", "ru-v5.10", "ru-prev"):
             self.assertIn(s, plan)
         self.assertNotIn("scx_rustland", plan)
@@ -120,19 +121,19 @@ class Plan(unittest.TestCase):
         self.assertIn({"name": "memcached", "unit": "us", "better": "lower", "param": "8",
                        "command": lablib.WORKLOADS["memcached"][2]}, ws)
         kinds = {s["name"]: s["kind"] for s in lablib.settings_meta(plan)}
-        self.assertEqual(kinds["wakelab+seed1"], "wakelab")
+        self.assertEqual(kinds["wakelab+ib+seed1"], "wakelab")
 
 
 def seed1_rows(on_hog, off_hog=(40, 60), plain=(5, 8)):
     rows = []
     for rep, (a, b) in enumerate(zip(off_hog, on_hog), 1):
-        rows += [row("wakelab", "seed1-qperf", "rps+hogs", rep, "task_cross_node_migrations", a),
-                 row("wakelab+seed1", "seed1-qperf", "rps+hogs", rep, "task_cross_node_migrations", b),
-                 row("wakelab", "seed1-qperf", "plain", rep, "task_cross_node_migrations", plain[rep - 1]),
-                 row("wakelab+seed1", "seed1-qperf", "plain", rep, "task_cross_node_migrations", plain[rep - 1]),
-                 row("wakelab+seed1", "seed1-qperf", "rps+hogs", rep, "wl:sync_pull_rejected_irq_waker", 30),
-                 row("wakelab", "seed1-qperf", "rps+hogs", rep, "wl:sync_pull_by_irq_waker", 25),
-                 row("wakelab", "seed1-qperf", "rps+hogs", rep, "value", 300, "us")]
+        rows += [row("wakelab+ib", "seed1-qperf", "rps+hogs", rep, "task_cross_node_migrations", a),
+                 row("wakelab+ib+seed1", "seed1-qperf", "rps+hogs", rep, "task_cross_node_migrations", b),
+                 row("wakelab+ib", "seed1-qperf", "plain", rep, "task_cross_node_migrations", plain[rep - 1]),
+                 row("wakelab+ib+seed1", "seed1-qperf", "plain", rep, "task_cross_node_migrations", plain[rep - 1]),
+                 row("wakelab+ib+seed1", "seed1-qperf", "rps+hogs", rep, "wl:sync_pull_rejected_irq_waker", 30),
+                 row("wakelab+ib", "seed1-qperf", "rps+hogs", rep, "wl:sync_pull_by_irq_waker", 25),
+                 row("wakelab+ib", "seed1-qperf", "rps+hogs", rep, "value", 300, "us")]
     return rows
 
 
@@ -183,6 +184,11 @@ class SeedChecks(unittest.TestCase):
     def test_seed1_passes_at_no_hog_level_and_fails_above(self):
         self.assertTrue(all(verdicts(checks.seed1(seed1_rows(on_hog=(4, 7)))).values()))
         v = verdicts(checks.seed1(seed1_rows(on_hog=(30, 50))))
+        self.assertFalse(v["seed1_cross_node_migrations_fall_to_no_hog_level"])
+
+    def test_seed1_needs_the_hogs_to_move_the_pair_without_the_flag(self):
+        # flag off at the no-hog level: the scenario did not show the problem
+        v = verdicts(checks.seed1(seed1_rows(on_hog=(4, 7), off_hog=(6, 8))))
         self.assertFalse(v["seed1_cross_node_migrations_fall_to_no_hog_level"])
 
     def test_seed1_direction_lost(self):
