@@ -254,7 +254,10 @@ OPEN = {
         "open, not gating: the fix restores the affine rate, but migrations per wakeup stay near the DD "
         "level (each affine pull moves the wakee; none come back to the no-DD level of ~20-35%): with "
         "main's source of cb3ad1a above DD in every run (full run 73.0% -> 75.4%), since 43de959 "
-        "within a few points either way (quick runs 45.3% -> 51.7%, 52.6% -> 52.9%, 49.7% -> 43.7%)",
+        "within a few points either way (quick runs 45.3% -> 51.7%, 52.6% -> 52.9%, 49.7% -> 43.7%). "
+        "A second migration source beside the placement: the BPF newly-idle pull moved 1500-1900 "
+        "waiting tasks a run under DD+fix (lab run 2026-12-02, --no-idle-balance build), not yet "
+        "separated from the placement's own moves",
 }
 
 
