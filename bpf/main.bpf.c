@@ -786,12 +786,21 @@ out:
  */
 #define WL_MIGRATION_COST_NS	500000ULL
 
-/* Where busiest_queue() looks, nearest first, like fair.c's domain levels. */
+/* How far CPU @other is from @cpu, nearest first, like fair.c's domain levels. */
 enum pull_scope {
 	PULL_SAME_LLC,		/* @cpu's LLC */
 	PULL_SAME_NODE,		/* the other LLCs of @cpu's node */
 	PULL_OTHER_NODES,	/* every other node */
 };
+
+static enum pull_scope cpu_scope(u32 cpu, u32 other)
+{
+	if (cpu >= WL_MAX_CPUS || other >= WL_MAX_CPUS)
+		return PULL_OTHER_NODES;
+	if (cpu_llc[other] == cpu_llc[cpu])
+		return PULL_SAME_LLC;
+	return cpu_node[other] == cpu_node[cpu] ? PULL_SAME_NODE : PULL_OTHER_NODES;
+}
 
 /*
  * The CPU other than @cpu with the most tasks waiting in its DSQ, within
@@ -803,22 +812,16 @@ enum pull_scope {
  */
 static s32 busiest_queue(s32 cpu, enum pull_scope scope)
 {
-	u32 my_llc, my_node, best = 0;
+	u32 best = 0;
 	s32 i, src = -1;
 
 	if (cpu < 0 || cpu >= WL_MAX_CPUS)
 		return -1;
-	my_llc = cpu_llc[cpu];
-	my_node = cpu_node[cpu];
 	bpf_for(i, 0, nr_cpu_ids) {
 		struct cpu_state *cs;
 		u32 n;
 
-		if (i == cpu || i >= WL_MAX_CPUS)
-			continue;
-		if (scope == PULL_SAME_LLC ? cpu_llc[i] != my_llc :
-		    scope == PULL_SAME_NODE ? (cpu_node[i] != my_node || cpu_llc[i] == my_llc) :
-		    cpu_node[i] == my_node)
+		if (i == cpu || i >= WL_MAX_CPUS || cpu_scope(cpu, i) != scope)
 			continue;
 		n = scx_bpf_dsq_nr_queued(i);
 		cs = cpu_state_of(i);
@@ -930,15 +933,12 @@ static bool newidle_balance(s32 cpu, u64 now)
  */
 static void idle_balance_kick(u32 busy)
 {
-	u32 my_llc, my_node, best_dist = 3;
+	u32 best_dist = PULL_OTHER_NODES + 1;
 	s32 i, target = -1;
 	volatile u32 *req;
 
-	/* Unsigned: one bound the verifier keeps for the array index. */
 	if (busy >= WL_MAX_CPUS)
 		return;
-	my_llc = cpu_llc[busy];
-	my_node = cpu_node[busy];
 	bpf_for(i, 0, nr_cpu_ids) {
 		struct cpu_state *cs;
 		u32 dist;
@@ -948,7 +948,7 @@ static void idle_balance_kick(u32 busy)
 		cs = cpu_state_of(i);
 		if (!cs || !cs->idle || wakeup_coming(i))
 			continue;
-		dist = cpu_llc[i] == my_llc ? 0 : cpu_node[i] == my_node ? 1 : 2;
+		dist = cpu_scope(busy, i);
 		if (dist < best_dist) {
 			best_dist = dist;
 			target = i;
@@ -964,12 +964,6 @@ static void idle_balance_kick(u32 busy)
 	scx_bpf_kick_cpu(target, SCX_KICK_IDLE);
 }
 
-/*
- * @cpu was kicked by idle_balance_kick(): pull from the busiest queue of
- * its LLC, then its node, then of another node if that node is overloaded
- * (fair.c's load balance climbs to the NUMA domain too). Nothing if a wake-up is on its way here
- * by now: that task is this CPU's work.
- */
 /*
  * More tasks on @node's CPUs than it has CPUs: fair.c's group_overloaded.
  * Only then does the NUMA level of load balance move a task between nodes
@@ -995,6 +989,12 @@ static bool node_is_overloaded(u32 node)
 	return nr > cpus;
 }
 
+/*
+ * @cpu was kicked by idle_balance_kick(): pull from the busiest queue of
+ * its LLC, then its node, then of another node if that node is overloaded
+ * (fair.c's load balance climbs to the NUMA domain too). Nothing if a
+ * wake-up is on its way here by now: that task is this CPU's work.
+ */
 static bool idle_balance(s32 cpu, u64 now)
 {
 	s32 src;

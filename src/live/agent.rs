@@ -39,7 +39,7 @@ pub struct AgentConfig {
     pub ring_limit: u32,
     /// --idle-balance: busy CPUs kick idle ones to pull.
     pub idle_balance: bool,
-    /// --idle-balance-wait-us: a waiting task must have waited this long.
+    /// --idle-balance-busy-us: the busy CPU's current task must have run this long.
     pub idle_balance_busy_us: u64,
     pub open_opts: Option<libbpf_rs::libbpf_sys::bpf_object_open_opts>,
 }

@@ -241,7 +241,7 @@ echo "$OLD_RPS" >$RPS
 # queues (something to pull) while wake-ups land on CPUs that go idle. Pulls
 # are rare since the pull spares cache-hot tasks (0-31 "despite pending" per
 # 100 loops), hence 400 loops. How often a CPU goes idle with a wake-up on its
-# way varies a lot between runs (4 to 28 per 400 loops in CI), and one run saw
+# way varies a lot between runs (4 to 190 per 400 loops in CI), and one run saw
 # none at all with the flag on, so each phase repeats the hackbench, up to 4
 # times, until it has seen SEED2_EVENTS of them (searched despite + skipped).
 SEED2_EVENTS=10
