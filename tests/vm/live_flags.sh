@@ -315,16 +315,22 @@ rm -f /tmp/seed4-trace.jsonl
 # report, several short runs (ENOUGH small, one repetition, no warm-up).
 if start_sched /tmp/live-v612.log --preset v6.12; then pass v6_12_loaded
 else fail v6_12_loaded "state $(sched_state): $(tail -n 3 /tmp/live-v612.log | tr '\n' ' ')"; fi
-for fix in false true; do
-    set_flag seed3_set_flag "sync_excludes_delayed=$fix"
-    phase_begin
-    RES=""
-    for r in 1 2; do
-        ENOUGH=10000 TIMING_O=0 LOOP_O=0 /opt/lmbench/bin/lat_ctx -P "$NCPU" -N 1 -W 0 -s 0 2 >/tmp/lf.lc 2>&1
-        RES="$RES${RES:+,}$(awk '$1 == 2 && NF == 2 { v = $2 } END { printf "%s", v == "" ? "null" : v }' /tmp/lf.lc)"
+# The affine rate of one phase drifts with where the rings happen to sit (one
+# CI run: 45.9% off against 44.5% on, where other runs show 37-47% against
+# 50-59%), so the settings alternate for three rounds and the host sums each
+# setting's rounds (seed3_fix_off_r1.., seed3_fix_on_r1..).
+for round in 1 2 3; do
+    for fix in false true; do
+        set_flag seed3_set_flag "sync_excludes_delayed=$fix"
+        phase_begin
+        RES=""
+        for r in 1 2; do
+            ENOUGH=10000 TIMING_O=0 LOOP_O=0 /opt/lmbench/bin/lat_ctx -P "$NCPU" -N 1 -W 0 -s 0 2 >/tmp/lf.lc 2>&1
+            RES="$RES${RES:+,}$(awk '$1 == 2 && NF == 2 { v = $2 } END { printf "%s", v == "" ? "null" : v }' /tmp/lf.lc)"
+        done
+        case $fix in false) name=seed3_fix_off_r$round ;; *) name=seed3_fix_on_r$round ;; esac
+        phase_end $name "\"setting\":\"preset v6.12, sync_excludes_delayed=$fix\",\"lat_ctx_P${NCPU}_us\":[$RES],"
     done
-    case $fix in false) name=seed3_fix_off ;; *) name=seed3_fix_on ;; esac
-    phase_end $name "\"setting\":\"preset v6.12, sync_excludes_delayed=$fix\",\"lat_ctx_P${NCPU}_us\":[$RES],"
 done
 stop_sched v6_12
 
