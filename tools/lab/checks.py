@@ -151,9 +151,13 @@ def seed2(rows):
 def seed3(rows):
     """Xuewen Yan / Tianchen Ding: under lat_ctx -P NCPU delayed dequeue lowers the
     affine rate and raises migrations; the fix (count runnable tasks only) restores both.
-    Migrations are the lat_ctx tasks' own (tracefs) per wakeup the agent placed: lat_ctx
-    runs for a fixed time, so a slower setting switches less and an absolute count would
-    mostly measure its speed."""
+    Migrations are the lat_ctx tasks' own (tracefs) per wake-up: lat_ctx runs for a fixed
+    time, so a slower setting switches less and an absolute count would mostly measure its
+    speed. Wake-ups are the kernel's nr_wakeups: those the agent placed plus the sleepers
+    that were still delayed and were requeued in place (ttwu_runnable(); fair.c's
+    ttwu_stat() counts them too). Counting only the placed ones made delayed dequeue look
+    like a migration storm: under it most wake-ups of a ring of 2 are such requeues
+    (60259 of 77079 in the run at d80e928), never placed and never migrated."""
     W = "lat-ctx"
     names = ("v6.12-nodd", "v6.12", "v6.12+seed3")
     if not all(ran(rows, s, W) for s in names):
@@ -163,10 +167,12 @@ def seed3(rows):
         aff = sum(values(rows, s, W, "", "wl:nr_wakeups_affine"))
         att = sum(values(rows, s, W, "", "wl:nr_wakeups_affine_attempts"))
         mig = values(rows, s, W, "", "task_migrations")
-        wk = sum(values(rows, s, W, "", "wl:nr_wakeups"))
+        placed = sum(values(rows, s, W, "", "wl:nr_wakeups"))
+        requeued = sum(values(rows, s, W, "", "wl:delayed_requeues"))
+        wk = placed + requeued
         return {"affine": aff, "attempts": att, "rate": rate(aff, att), "mig": mig, "wakeups": wk,
-                "mig_rate": rate(sum(mig), wk), "lat": values(rows, s, W, "", "value"),
-                "local": rate(sum(values(rows, s, W, "", "wl:nr_wakeups_local")), wk),
+                "requeued": requeued, "mig_rate": rate(sum(mig), wk), "lat": values(rows, s, W, "", "value"),
+                "local": rate(sum(values(rows, s, W, "", "wl:nr_wakeups_local")), placed),
                 "blocked": sum(values(rows, s, W, "", "wl:sync_shortcut_blocked_by_delayed"))}
 
     nodd, dd, fix = (facts(s) for s in names)
@@ -177,8 +183,8 @@ def seed3(rows):
         return f"{f['affine']:.0f}/{f['attempts']:.0f} ({pct(f['rate'])})"
 
     def mig(f):
-        return (f"{sum(f['mig']):.0f}/{f['wakeups']:.0f} wakeups ({pct(f['mig_rate'])}; per rep {ints(f['mig'])}), "
-                f"local wakeups {pct(f['local'])}")
+        return (f"{sum(f['mig']):.0f}/{f['wakeups']:.0f} wakeups ({pct(f['mig_rate'])}; per rep {ints(f['mig'])}; "
+                f"{f['requeued']:.0f} of them delayed requeues), local among placed {pct(f['local'])}")
     lat = f"lat_ctx us: no DD {flts(nodd['lat'])}, DD {flts(dd['lat'])}, DD+fix {flts(fix['lat'])}"
     return [
         ("seed3_delayed_dequeue_lowers_affine_rate", dd["rate"] < nodd["rate"],
@@ -250,14 +256,18 @@ OPEN = {
         "follows the mode in every run (0.0% -> 1.0-1.2%), but the hit rate does not follow Mel's "
         "rise: CI quick runs 2026-12-02 12.0% -> 11.5%, 12.2% -> 14.4%, 18.3% -> 10.5% (v5.10 "
         "denominators 150-229)",
+    "seed3_delayed_dequeue_raises_migrations":
+        "open, not gating: counted per wake-up as the kernel counts them (delayed requeues included), "
+        "the emulation does not raise migrations: rings of 2, full run at d80e928 no DD 18.3% -> DD "
+        "14.8%; rings of 16, quick runs 2026-12-02 51.6% -> 47.3%, 39.6% -> 33.2%, 37.3% -> 31.4%. "
+        "The sync shortcut is blocked thousands of times a run and the affine rate falls as in "
+        "Tianchen Ding's report, but the agent's placements move about a third of the wakees in "
+        "every setting (rings do not settle one per CPU as they do under EEVDF, 42-56 lat_ctx "
+        "migrations a run), which drowns the difference. Until d80e928 this check passed because "
+        "its denominator left out the delayed requeues",
     "seed3_fix_restores_migrations":
-        "open, not gating: the fix restores the affine rate, but migrations per wakeup stay near the DD "
-        "level (each affine pull moves the wakee; none come back to the no-DD level of ~20-35%): with "
-        "main's source of cb3ad1a above DD in every run (full run 73.0% -> 75.4%), since 43de959 "
-        "within a few points either way (quick runs 45.3% -> 51.7%, 52.6% -> 52.9%, 49.7% -> 43.7%). "
-        "A second migration source beside the placement: the BPF newly-idle pull moved 1500-1900 "
-        "waiting tasks a run under DD+fix (lab run 2026-12-02, --no-idle-balance build), not yet "
-        "separated from the placement's own moves",
+        "open, not gating: follows seed3_delayed_dequeue_raises_migrations (there is no DD excess to "
+        "restore). Rings of 16, quick runs 2026-12-02, DD -> DD+fix: 47.3% -> 50.9%, 33.2% -> 37.4%, 31.4% -> 37.5%",
 }
 
 

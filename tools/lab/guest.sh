@@ -14,7 +14,7 @@
 # PARAM '-' means none. Every number is measured around one workload run only.
 REPS=${REPS:-3}
 HB_LOOPS=${HB_LOOPS:-100}; PIPE_LOOPS=${PIPE_LOOPS:-5000}; QPERF_TIME=${QPERF_TIME:-2}
-LATCTX_ENOUGH=${LATCTX_ENOUGH:-10000}; MC_SECS=${MC_SECS:-3}; TB_SECS=${TB_SECS:-3}
+LATCTX_ENOUGH=${LATCTX_ENOUGH:-10000}; LATCTX_PROCS=${LATCTX_PROCS:-16}; MC_SECS=${MC_SECS:-3}; TB_SECS=${TB_SECS:-3}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-180}; LOAD_TIMEOUT=${LOAD_TIMEOUT:-60}
 TO=/usr/local/bin/timeout
 [ -x "$TO" ] || TO=timeout
@@ -59,7 +59,7 @@ echo "LAB-META llc_cpu0 $(cat /sys/devices/system/cpu/cpu0/cache/index3/shared_c
 echo "LAB-META clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
 echo "LAB-META cmdline $(cat /proc/cmdline)"
 echo "LAB-META clock ${WAKELAB_CLOCK:-host}"
-echo "LAB-META params reps=$REPS hb_loops=$HB_LOOPS pipe_loops=$PIPE_LOOPS qperf_time=$QPERF_TIME latctx_enough=$LATCTX_ENOUGH mc_secs=$MC_SECS tb_secs=$TB_SECS"
+echo "LAB-META params reps=$REPS hb_loops=$HB_LOOPS pipe_loops=$PIPE_LOOPS qperf_time=$QPERF_TIME latctx_enough=$LATCTX_ENOUGH latctx_procs=$LATCTX_PROCS mc_secs=$MC_SECS tb_secs=$TB_SECS"
 [ -w "$EV/trigger" ] || echo "LAB-META warning no hist trigger for sched_migrate_task"
 [ "$(cat /proc/sys/kernel/sched_schedstats 2>/dev/null)" = 1 ] || echo 1 >/proc/sys/kernel/sched_schedstats 2>/dev/null
 
@@ -177,7 +177,12 @@ run_wl() {
                            awk -v n="$P" '{ s += $1; k++ } END { if (k == n) printf "%.3f", s / k }')" us
             fi ;;
         lat-ctx)
-            # -P NCPU rings of 2, one repetition, no warm-up, a small ENOUGH. Why it
+            # -P NCPU rings of LATCTX_PROCS (16), one repetition, no warm-up, a small
+            # ENOUGH. Rings, not pairs: Tianchen Ding's seed-3 report ran rings of 96
+            # (lmbench supports up to 20). In a ring of 2 the sleeper is woken again
+            # while still delayed, so under delayed dequeue most wake-ups (60259 of
+            # 77079 in the full run at d80e928) are requeues that never reach the
+            # placement path the seed is about; in a ring of 16 almost none are. Why it
             # "stalled" in tools/bench/baseline: not a hang but its cost. lat_ctx -P 8 keeps
             # all 8 vCPUs busy, and the virtual clock runs them round-robin on one host
             # thread: measured under EEVDF, '-P 8 -s 0 -N 3 2' with ENOUGH=5000 took 3.7
@@ -186,10 +191,10 @@ run_wl() {
             # ENOUGH=50000 (30 guest s) or a 120 guest-s timeout meant 10-50 wall minutes.
             # Each run's guest time is recorded (wall_s) and bounded (BENCH_TIMEOUT).
             TASKS="lat_ctx"
-            set -- env ENOUGH="$en" TIMING_O=0 LOOP_O=0 $LMB/lat_ctx -P "$NCPU" -W 0 -N 1 -s 0 2
+            set -- env ENOUGH="$en" TIMING_O=0 LOOP_O=0 $LMB/lat_ctx -P "$NCPU" -W 0 -N 1 -s 0 "$LATCTX_PROCS"
             if [ -n "$warm" ]; then $TO 60 "$@" >/dev/null 2>&1; return; fi
             measure "$@"
-            primary "$(sed -n 's/^2 \([0-9.][0-9.]*\)$/\1/p' /tmp/run.out | tail -n 1)" us ;;
+            primary "$(sed -n "s/^$LATCTX_PROCS \\([0-9.][0-9.]*\\)\$/\\1/p" /tmp/run.out | tail -n 1)" us ;;
         qperf-tcp-lat)
             TASKS="qperf"
             qperf >/dev/null 2>&1 & QS=$!; sleep 0.3

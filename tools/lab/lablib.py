@@ -63,7 +63,8 @@ WORKLOADS = {
     "hackbench-thread-sockets": ("s", "lower", "hackbench -T -g GROUPS -l LOOPS"),
     "perf-sched-pipe": ("us", "lower", "perf bench sched pipe -l PIPE_LOOPS (usecs/op); PARAM N: N pairs "
                                        "at once, their mean"),
-    "lat-ctx": ("us", "lower", "ENOUGH=N TIMING_O=0 LOOP_O=0 lat_ctx -P NCPU -W 0 -N 1 -s 0 2"),
+    "lat-ctx": ("us", "lower", "ENOUGH=N TIMING_O=0 LOOP_O=0 lat_ctx -P NCPU -W 0 -N 1 -s 0 PROCS "
+                                  "(rings of LATCTX_PROCS, 16)"),
     "qperf-tcp-lat": ("us", "lower", "qperf & qperf -t SECS 127.0.0.1 tcp_lat"),
     "seed1-qperf": ("us", "lower", "qperf tcp_lat, server and client started on node 0; PARAM rps+hogs: "
                                    "lo's RPS onto the last node's CPUs and one spinning hog per CPU there"),

@@ -237,6 +237,16 @@ class SeedChecks(unittest.TestCase):
                 for r in rows]
         self.assertTrue(verdicts(checks.seed3(rows))["seed3_delayed_dequeue_raises_migrations"])
 
+    def test_seed3_wakeups_include_delayed_requeues(self):
+        # DD: 300 migrations per 1000 placed wake-ups look like a storm (30%), but with 29000
+        # sleepers requeued in place they are 1% of 30000 wake-ups, no more than no DD's 10/1000
+        rows = seed3_rows() + [row("v6.12", "lat-ctx", "", rep, "wl:delayed_requeues", 29000) for rep in (1, 2)]
+        v = verdicts(checks.seed3(rows))
+        self.assertFalse(v["seed3_delayed_dequeue_raises_migrations"])
+        self.assertTrue(v["seed3_fix_restores_affine_rate"])
+        line = [x for x in checks.check_lines(checks.seed3(rows)) if "raises_migrations" in x][0]
+        self.assertIn("58000 of them delayed requeues", line)
+
     def test_open_checks_reported_not_gating(self):
         res = checks.seed3(seed3_rows(fix_mig=400))
         self.assertEqual(checks.tally(res), (3, 0, 1) if "seed3_fix_restores_migrations" in checks.OPEN else (3, 1, 0))
