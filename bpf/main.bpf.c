@@ -142,6 +142,8 @@ volatile u64 nr_newidle_pulls, nr_newidle_skipped_pending,
  */
 volatile u64 nr_idle_balance_kicks, nr_idle_balance_pulls,
 	     nr_idle_balance_nothing, nr_idle_balance_cache_hot;
+/* Newly-idle pulls left undone: the CPU's own sync wakee awaits the agent. */
+volatile u64 nr_newidle_wait_own_wakee;
 /* Times the heartbeat had to wake the agent. */
 volatile u64 nr_heartbeat_kicks;
 /*
@@ -191,6 +193,28 @@ volatile u32 cpu_node[WL_MAX_CPUS];
  * rq->ttwu_pending, what "a wake-up is pending for this CPU" means here.
  */
 volatile u32 inflight[WL_MAX_CPUS];
+/*
+ * Until when a CPU expects its own wakee back. A sync waker about to sleep
+ * woke a task that last ran on the waker's CPU; in the kernel that wakee
+ * would be queued there at once (the sync shortcut or prev, the same CPU),
+ * but ours waits for the agent, and the CPU goes idle meanwhile. Its
+ * newly-idle pull would then take a task waiting elsewhere (in lat_ctx, the
+ * next ring member queued behind the agent), and the wakee arrives to a CPU
+ * that is busy again: two migrations the kernel never makes. So
+ * newidle_balance() leaves the CPU idle until the decision is applied
+ * (apply_decision() clears the mark) or WL_OWN_WAKEE_WAIT_NS passes. The
+ * bound covers the agent's round trip under QEMU TCG (p50 0.5-1 ms in the
+ * lab); on real hardware the decision clears it long before. lat_ctx -P 8
+ * rings of 16 in the VM, 2026-12-02: newly-idle pulls 6545 -> 1868 per two
+ * runs (no delayed dequeue), lat_ctx 2.5 -> 2.0 ms. Off by default
+ * (--newidle-wait-own-wakee): that is one A/B pair under TCG, and with lat_ctx
+ * rings of 2 (tests/vm/live_flags.sh, v6.12 preset) the affine rate fell
+ * from 35-50% to 24-35%: CPUs left idle for their wakee look idle to the
+ * agent's placement too.
+ */
+volatile u64 own_wakee_until[WL_MAX_CPUS];
+const volatile bool newidle_wait_own_wakee;
+#define WL_OWN_WAKEE_WAIT_NS	2000000ULL
 volatile u64 agent_backlog;
 volatile u64 agent_last_run_ns;
 volatile s32 agent_cpu;
@@ -645,6 +669,14 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 				  p->cpus_ptr))
 		__builtin_memset(msg->cpus_allowed, 0xff, sizeof(msg->cpus_allowed));
 
+	if (newidle_wait_own_wakee && selected && (msg->wake_flags & SCX_WAKE_SYNC) &&
+	    msg->waker_cpu == msg->prev_cpu && msg->prev_cpu >= 0 &&
+	    msg->prev_cpu < WL_MAX_CPUS) {
+		volatile u64 *until = MEMBER_VPTR(own_wakee_until, [msg->prev_cpu]);
+
+		if (until)
+			*until = now + WL_OWN_WAKEE_WAIT_NS;
+	}
 	tctx->awaiting_agent = 1;
 	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
 	count_ring_msg(now);
@@ -734,6 +766,15 @@ static long apply_decision(struct bpf_dynptr *dynptr, void *context)
 		 */
 		__sync_fetch_and_add(&nr_stale_decisions, 1);
 		goto out;
+	}
+
+	/* Placed: its last CPU need not keep waiting for it. */
+	cpu = scx_bpf_task_cpu(p);
+	if (cpu >= 0 && cpu < WL_MAX_CPUS) {
+		volatile u64 *until = MEMBER_VPTR(own_wakee_until, [cpu]);
+
+		if (until)
+			*until = 0;
 	}
 
 	cpu = d->cpu;
@@ -886,10 +927,16 @@ static bool wakeup_coming(s32 cpu)
 static bool newidle_balance(s32 cpu, u64 now)
 {
 	bool wakeup_pending = wakeup_coming(cpu);
+	volatile u64 *own;
 	s32 src;
 
 	if (!newidle_pull)
 		return false;
+	own = MEMBER_VPTR(own_wakee_until, [cpu]);
+	if (own && *own && time_before(now, *own)) {
+		__sync_fetch_and_add(&nr_newidle_wait_own_wakee, 1);
+		return false;
+	}
 	if (wakeup_pending) {
 		if (newidle_skip_pending) {
 			__sync_fetch_and_add(&nr_newidle_skipped_pending, 1);

@@ -41,6 +41,8 @@ pub struct AgentConfig {
     pub idle_balance: bool,
     /// --idle-balance-busy-us: the busy CPU's current task must have run this long.
     pub idle_balance_busy_us: u64,
+    /// --newidle-wait-own-wakee: see own_wakee_until in bpf/main.bpf.c.
+    pub newidle_wait_own_wakee: bool,
     pub open_opts: Option<libbpf_rs::libbpf_sys::bpf_object_open_opts>,
 }
 
@@ -95,6 +97,7 @@ impl<'a> Agent<'a> {
         rodata.ring_limit = cfg.ring_limit;
         rodata.idle_balance_on = cfg.idle_balance;
         rodata.idle_balance_busy_ns = cfg.idle_balance_busy_us * 1000;
+        rodata.newidle_wait_own_wakee = cfg.newidle_wait_own_wakee;
 
         let ops = skel.struct_ops.wakelab_ops_mut();
         // KEEP_BUILTIN_IDLE: we define ops.update_idle() for our table but

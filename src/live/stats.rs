@@ -91,6 +91,7 @@ live_metrics! {
     nr_idle_balance_pulls,
     nr_idle_balance_nothing,
     nr_idle_balance_cache_hot,
+    nr_newidle_wait_own_wakee,
 }
 
 impl LiveMetrics {
@@ -132,6 +133,7 @@ impl LiveMetrics {
         rd!(nr_newidle_nothing);
         rd!(nr_newidle_cache_hot);
         rd!(nr_newidle_search_despite_pending);
+        rd!(nr_newidle_wait_own_wakee);
         rd!(nr_idle_balance_kicks);
         rd!(nr_idle_balance_pulls);
         rd!(nr_idle_balance_nothing);
@@ -206,7 +208,7 @@ impl LiveMetrics {
         );
         let _ = writeln!(
             s,
-            "seeds: sync_pull_rejected_irq_waker {} sync_pull_by_irq_waker {} sync_blocked_by_delayed {} sync_delayed_excluded {} newidle pulls {} skipped_pending {} despite_pending {} cache_hot {} | idle balance kicks {} pulls {} | waker ctx task {} softirq {} hardirq {}",
+            "seeds: sync_pull_rejected_irq_waker {} sync_pull_by_irq_waker {} sync_blocked_by_delayed {} sync_delayed_excluded {} newidle pulls {} skipped_pending {} despite_pending {} cache_hot {} wait_own_wakee {} | idle balance kicks {} pulls {} | waker ctx task {} softirq {} hardirq {}",
             p.sync_pull_rejected_irq_waker,
             p.sync_pull_by_irq_waker,
             p.sync_shortcut_blocked_by_delayed,
@@ -215,6 +217,7 @@ impl LiveMetrics {
             self.nr_newidle_skipped_pending,
             self.nr_newidle_pull_despite_pending,
             self.nr_newidle_cache_hot,
+            self.nr_newidle_wait_own_wakee,
             self.nr_idle_balance_kicks,
             self.nr_idle_balance_pulls,
             self.nr_select_task_ctx,

@@ -134,8 +134,9 @@ dmesg -c >/dev/null
 
 # ==== Instance 1: mainline =========================================================
 # With the idle balance (off by default), which seed 1's scenario needs to show
-# fair.c's back-and-forth; the toggle and seed 2 do not depend on it.
-if start_sched /tmp/live-mainline.log --idle-balance; then pass mainline_loaded
+# fair.c's back-and-forth; the toggle and seed 2 do not depend on it. And with
+# --newidle-wait-own-wakee (off by default), checked on the seed-2 phases.
+if start_sched /tmp/live-mainline.log --idle-balance --newidle-wait-own-wakee; then pass mainline_loaded
 else fail mainline_loaded "state $(sched_state): $(tail -n 3 /tmp/live-mainline.log | tr '\n' ' ')"; fi
 SEQ=$(enable_seq)
 
