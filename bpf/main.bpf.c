@@ -215,6 +215,17 @@ volatile u32 inflight[WL_MAX_CPUS];
 volatile u64 own_wakee_until[WL_MAX_CPUS];
 const volatile bool newidle_wait_own_wakee;
 #define WL_OWN_WAKEE_WAIT_NS	2000000ULL
+
+static void set_own_wakee_until(s32 cpu, u64 until)
+{
+	volatile u64 *slot;
+
+	if (cpu < 0 || cpu >= WL_MAX_CPUS)
+		return;
+	slot = MEMBER_VPTR(own_wakee_until, [cpu]);
+	if (slot && *slot != until)
+		*slot = until;
+}
 volatile u64 agent_backlog;
 volatile u64 agent_last_run_ns;
 volatile s32 agent_cpu;
@@ -670,13 +681,8 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 		__builtin_memset(msg->cpus_allowed, 0xff, sizeof(msg->cpus_allowed));
 
 	if (newidle_wait_own_wakee && selected && (msg->wake_flags & SCX_WAKE_SYNC) &&
-	    msg->waker_cpu == msg->prev_cpu && msg->prev_cpu >= 0 &&
-	    msg->prev_cpu < WL_MAX_CPUS) {
-		volatile u64 *until = MEMBER_VPTR(own_wakee_until, [msg->prev_cpu]);
-
-		if (until)
-			*until = now + WL_OWN_WAKEE_WAIT_NS;
-	}
+	    msg->waker_cpu == msg->prev_cpu)
+		set_own_wakee_until(msg->prev_cpu, now + WL_OWN_WAKEE_WAIT_NS);
 	tctx->awaiting_agent = 1;
 	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
 	count_ring_msg(now);
@@ -769,13 +775,8 @@ static long apply_decision(struct bpf_dynptr *dynptr, void *context)
 	}
 
 	/* Placed: its last CPU need not keep waiting for it. */
-	cpu = scx_bpf_task_cpu(p);
-	if (cpu >= 0 && cpu < WL_MAX_CPUS) {
-		volatile u64 *until = MEMBER_VPTR(own_wakee_until, [cpu]);
-
-		if (until)
-			*until = 0;
-	}
+	if (newidle_wait_own_wakee)
+		set_own_wakee_until(scx_bpf_task_cpu(p), 0);
 
 	cpu = d->cpu;
 	if (cpu == WL_CPU_ANY) {
@@ -932,7 +933,7 @@ static bool newidle_balance(s32 cpu, u64 now)
 
 	if (!newidle_pull)
 		return false;
-	own = MEMBER_VPTR(own_wakee_until, [cpu]);
+	own = newidle_wait_own_wakee ? MEMBER_VPTR(own_wakee_until, [cpu]) : NULL;
 	if (own && *own && time_before(now, *own)) {
 		__sync_fetch_and_add(&nr_newidle_wait_own_wakee, 1);
 		return false;
