@@ -129,6 +129,13 @@ struct cpu_state {
 	u64 idle_since_ns;	/* start of the current idle period, 0 if busy */
 	u64 last_idle_ns;	/* length of the last finished idle period */
 	u64 refreshed_ns;	/* when the rq fields below were copied */
+	/*
+	 * When the last task of ours stopped here, 0 while one runs (the agent
+	 * does not count: CFS would not see it). The agent places a wake-up
+	 * as of its select time, and a CPU free only since after that moment
+	 * was busy then.
+	 */
+	u64 free_since_ns;
 	s32 curr_pid;		/* task running there (0 = idle) */
 	u32 curr_policy;	/* its scheduling policy (SCHED_IDLE = 5) */
 	u32 idle;		/* ops.update_idle() said idle */

@@ -209,8 +209,10 @@ volatile u32 inflight[WL_MAX_CPUS];
  * runs (no delayed dequeue), lat_ctx 2.5 -> 2.0 ms. Off by default
  * (--newidle-wait-own-wakee): that is one A/B pair under TCG, and with lat_ctx
  * rings of 2 (tests/vm/live_flags.sh, v6.12 preset) the affine rate fell
- * from 35-50% to 24-35%: CPUs left idle for their wakee look idle to the
- * agent's placement too.
+ * from 35-50% to 24-35%. That was not only because CPUs left idle for their
+ * wakee looked idle to the agent: since the agent describes them as busy
+ * (src/live/placement.rs), lab quick runs with rings of 2 still fall, 70.9%
+ * -> 36.1% without delayed dequeue (2026-12-03).
  */
 volatile u64 own_wakee_until[WL_MAX_CPUS];
 const volatile bool newidle_wait_own_wakee;
@@ -1208,6 +1210,8 @@ void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
 		agent_cpu = cpu;
 		return;
 	}
+	if (cs)
+		cs->free_since_ns = 0;
 	tctx = lookup_task_ctx(p);
 	if (!tctx)
 		return;
@@ -1250,15 +1254,19 @@ static void report_sleep(struct task_struct *p, u64 ran, u64 now)
 
 void BPF_STRUCT_OPS(wakelab_stopping, struct task_struct *p, bool runnable)
 {
+	struct cpu_state *cs;
 	struct task_ctx *tctx;
 	u64 now;
 
 	if (is_agent(p))
 		return;
+	now = scx_bpf_now();
+	cs = cpu_state_of(scx_bpf_task_cpu(p));
+	if (cs)
+		cs->free_since_ns = now;
 	tctx = lookup_task_ctx(p);
 	if (!tctx || !tctx->start_ns)
 		return;
-	now = scx_bpf_now();
 	tctx->exec_runtime += now - tctx->start_ns;
 	tctx->last_stop_ns = now;
 	if (!runnable && report_sleeps && !must_bypass_agent(p) &&

@@ -225,7 +225,7 @@ impl<'a> Agent<'a> {
         // BPF wakes us for wake-ups only; sleep reports ride along.
         bss.agent_consumed_wakeups += msgs.iter().filter(|m| m.kind != WL_MSG_SLEEP).count() as u64;
         let now = msgs.iter().map(|m| m.enqueue_ns).max().unwrap_or(0);
-        self.placer.begin_batch(&bss.cpu_state[..], now);
+        self.placer.begin_batch(&bss.cpu_state[..], &bss.own_wakee_until[..], now);
         for msg in &msgs {
             if msg.kind == WL_MSG_SLEEP {
                 self.local.sleep_events += 1;

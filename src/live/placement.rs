@@ -12,6 +12,13 @@
 //!   since CFS would not see a user-space scheduler at all;
 //! - a task placed earlier in the same batch makes its CPU busy for the rest
 //!   of the batch, as the kernel's own enqueue would;
+//! - a CPU that is idle now but became free only after the wake-up was
+//!   selected, or that waits for its own sync wakee (--newidle-wait-own-wakee),
+//!   is described as busy: at select time the kernel saw the waker, or the
+//!   wakee already queued there, on it. Without this, every CPU idle only
+//!   because of the agent's round trip invites the wake-ups being placed
+//!   meanwhile, and lat_ctx rings never settle one per CPU as they do under
+//!   EEVDF;
 //! - load is nr_running * 1024 (nice-0 weight) instead of PELT averages.
 //! State the kernel keeps for fair tasks only (recent_used_cpu, wakee flips,
 //! avg_idle, delayed dequeue) is kept here, per task and per CPU.
@@ -31,7 +38,7 @@ use crate::live::bpf_intf::{
 use crate::live::bpf_skel::types::cpu_state;
 use scx_wakelab::policy::{
     Config, CpuDesc, CpuSet, CpuSnapshot, DelayedDequeue, Engine, Topology, TaskState, WakeCtx,
-    WakerContext,
+    WakerContext, WAKE_SYNC,
 };
 
 /// Nice-0 load weight, the unit of CpuSnapshot::load.
@@ -101,6 +108,13 @@ pub struct Placer {
     avg_idle_ns: Vec<u64>,
     last_idle_sample: Vec<u64>,
     delayed: DelayedDequeue,
+    /// CPUs idle in this batch's snapshot, and since when nothing of ours
+    /// has run on each (cpu_state.free_since_ns; 0 = never).
+    idle_cpus: Vec<(usize, u64)>,
+    /// CPUs that wait for their own sync wakee (own_wakee_until in BPF).
+    awaits_own_wakee: Vec<bool>,
+    /// Scratch: the snapshots place() changed for one decision.
+    were_busy: Vec<(usize, CpuSnapshot)>,
     last_sweep_ns: u64,
     /// Trace mode: every engine decision with its inputs, to a writer
     /// thread; records the channel has no room for are dropped and counted.
@@ -123,6 +137,9 @@ impl Placer {
             avg_idle_ns: vec![1_000_000; n],
             last_idle_sample: vec![0; n],
             delayed,
+            idle_cpus: Vec::with_capacity(n),
+            awaits_own_wakee: vec![false; n],
+            were_busy: Vec::with_capacity(n),
             last_sweep_ns: 0,
             trace: None,
             trace_dropped: 0,
@@ -155,12 +172,15 @@ impl Placer {
     }
 
     /// Refresh the per-CPU snapshot from BPF's table, once per batch.
-    pub fn begin_batch(&mut self, states: &[cpu_state], now_ns: u64) {
+    /// `own_wakee_until` is BPF's table of the same name (empty when not
+    /// used): until when each CPU waits for its own sync wakee.
+    pub fn begin_batch(&mut self, states: &[cpu_state], own_wakee_until: &[u64], now_ns: u64) {
         self.delayed.expire(now_ns);
+        self.idle_cpus.clear();
         for cpu in 0..self.snaps.len() {
             let Some(cs) = states.get(cpu) else { break };
             // SAFETY: volatile loads from the mmap'ed .bss that BPF writes.
-            let (idle, curr, runnable, ttwu, queued, last_idle) = unsafe {
+            let (idle, curr, runnable, ttwu, queued, last_idle, free_since, own_until) = unsafe {
                 (
                     std::ptr::read_volatile(&cs.idle) != 0,
                     std::ptr::read_volatile(&cs.curr_pid),
@@ -168,9 +188,15 @@ impl Placer {
                     std::ptr::read_volatile(&cs.ttwu_pending) != 0,
                     std::ptr::read_volatile(&cs.dsq_queued),
                     std::ptr::read_volatile(&cs.last_idle_ns),
+                    std::ptr::read_volatile(&cs.free_since_ns),
+                    own_wakee_until.get(cpu).map_or(0, |u| std::ptr::read_volatile(u)),
                 )
             };
             let idle = (idle || curr == self.agent_pid || curr == 0) && runnable == 0;
+            self.awaits_own_wakee[cpu] = own_until > now_ns;
+            if idle {
+                self.idle_cpus.push((cpu, free_since));
+            }
             if last_idle != self.last_idle_sample[cpu] && last_idle > 0 {
                 // update_avg(): avg += (sample - avg) / 8, as fair.c does
                 // for rq->avg_idle, capped like sched_balance_newidle().
@@ -255,6 +281,23 @@ impl Placer {
             now_ns: now,
         };
 
+        // CPUs idle now that were not when the wake-up was selected.
+        let mut were_busy = std::mem::take(&mut self.were_busy);
+        if selected {
+            for &(cpu, free_since) in &self.idle_cpus {
+                if cpu == waker_cpu || !self.snaps[cpu].idle {
+                    continue;
+                }
+                if free_since > now || self.awaits_own_wakee[cpu] {
+                    were_busy.push((cpu, self.snaps[cpu]));
+                    let s = &mut self.snaps[cpu];
+                    s.idle = false;
+                    s.nr_running = s.nr_running.max(1);
+                    s.load = s.load.max(NICE_0_LOAD);
+                    s.util = 1024;
+                }
+            }
+        }
         // The waker's CPU as select_cpu saw it.
         let saved = self.snaps.get(waker_cpu).copied();
         if selected && let Some(s) = self.snaps.get_mut(waker_cpu) {
@@ -274,6 +317,16 @@ impl Placer {
         }
         if let (Some(s), Some(saved)) = (self.snaps.get_mut(waker_cpu), saved) {
             *s = saved;
+        }
+        for &(cpu, snap) in &were_busy {
+            self.snaps[cpu] = snap;
+        }
+        were_busy.clear();
+        self.were_busy = were_busy;
+        // Its CPU waited for this wakee (BPF's own_wakee_until condition);
+        // once it is placed, the CPU is busy only if it got it.
+        if selected && msg.wake_flags as u32 & WAKE_SYNC != 0 && waker_cpu == prev {
+            self.awaits_own_wakee[prev] = false;
         }
 
         if selected && waker_pid != 0 {
@@ -384,7 +437,7 @@ mod tests {
         let busy: Vec<usize> = (4..8).collect(); // hogs on node 1
         for (preset, want_node1) in [("mainline", true), ("mainline+barry", false)] {
             let mut p = placer(preset);
-            p.begin_batch(&states(&busy), 1_000_000_000);
+            p.begin_batch(&states(&busy), &[], 1_000_000_000);
             let m = msg(10, 1, 5, true, WAKER_SOFTIRQ, 1);
             let cpu = p.place(&m).cpu;
             assert_eq!(cpu >= 4, want_node1, "{preset}: placed on {cpu}");
@@ -397,14 +450,14 @@ mod tests {
         st[3].idle = 0;
         st[3].curr_pid = 1; // the agent
         let mut p = placer("mainline");
-        p.begin_batch(&st, 1);
+        p.begin_batch(&st, &[], 1);
         assert!(p.snaps[3].available_idle());
     }
 
     #[test]
     fn placements_in_one_batch_make_the_cpu_busy() {
         let mut p = placer("mainline");
-        p.begin_batch(&states(&[]), 1);
+        p.begin_batch(&states(&[]), &[], 1);
         // Wakers on CPU 6 (node 1); both wakees last ran on idle CPU 2.
         let m = msg(10, 2, 6, false, WAKER_TASK, 1);
         assert_eq!(p.place(&m).cpu, 2);
@@ -414,11 +467,53 @@ mod tests {
         assert_ne!(second, 2, "second task must not stack on the CPU just given away");
     }
 
+    /// A CPU whose task stopped after the wake-up was selected was busy at
+    /// select time: the wake-up does not go there. One free since before
+    /// select time is idle, and takes it.
+    #[test]
+    fn a_cpu_free_only_since_after_select_time_was_busy() {
+        let select = 1_000_000_000;
+        for (free_since, want_prev) in [(select + 500_000, false), (select - 500_000, true)] {
+            let mut st = states(&[6]);
+            st[2].free_since_ns = free_since;
+            let mut p = placer("mainline");
+            p.begin_batch(&st, &[], select + 1_000_000);
+            // Non-sync wake-up from CPU 6 of a task that last ran on CPU 2.
+            let cpu = p.place(&msg(10, 2, 6, false, WAKER_TASK, 1)).cpu;
+            assert_eq!(cpu == 2, want_prev, "free since {free_since}: placed on {cpu}");
+            // The snapshot itself is left as read, for the next wake-up.
+            assert!(p.snaps[2].available_idle() || cpu == 2);
+        }
+    }
+
+    /// A CPU waiting for its own sync wakee looks busy to other wake-ups
+    /// until that wakee is placed.
+    #[test]
+    fn a_cpu_awaiting_its_own_wakee_looks_busy_until_it_is_placed() {
+        let select = 1_000_000_000;
+        let mut own = vec![0u64; 8];
+        own[2] = select + 2_000_000;
+        let mut p = placer("mainline");
+        p.begin_batch(&states(&[6]), &own, select);
+        assert_ne!(p.place(&msg(10, 2, 6, false, WAKER_TASK, 1)).cpu, 2);
+        // Its own wakee: a sync wake-up on CPU 2 of a task that ran there.
+        let mut own_wakee = msg(11, 2, 2, true, WAKER_TASK, 1);
+        own_wakee.waker_pid = 1001;
+        let got = p.place(&own_wakee).cpu;
+        // Placed elsewhere, CPU 2 is free again for the next one.
+        if got != 2 {
+            let mut m = msg(12, 2, 6, false, WAKER_TASK, 1);
+            m.waker_pid = 1002;
+            assert_eq!(p.place(&m).cpu, 2);
+        }
+        assert!(!p.awaits_own_wakee[2]);
+    }
+
     #[test]
     fn delayed_sleeper_is_requeued_where_it_sleeps() {
         let mut p = placer("v6.12");
         assert!(p.wants_sleep_events());
-        p.begin_batch(&states(&[3]), 1);
+        p.begin_batch(&states(&[3]), &[], 1);
         let mut sleep: wakeup_msg = unsafe { std::mem::zeroed() };
         sleep.pid = 20;
         sleep.task_cpu = 3;
@@ -437,7 +532,7 @@ mod tests {
     #[test]
     fn requeue_without_select_stays_on_its_cpu() {
         let mut p = placer("mainline");
-        p.begin_batch(&states(&[5]), 1);
+        p.begin_batch(&states(&[5]), &[], 1);
         let mut m = msg(30, 5, 0, false, WAKER_TASK, 0);
         m.flags = 0; // slice expired, no select_cpu, not a wake-up
         assert_eq!(p.place(&m).cpu, 5);
