@@ -264,10 +264,19 @@ OPEN = {
         "Tianchen Ding's report, but the agent's placements move about a third of the wakees in "
         "every setting (rings do not settle one per CPU as they do under EEVDF, 42-56 lat_ctx "
         "migrations a run), which drowns the difference. Until d80e928 this check passed because "
-        "its denominator left out the delayed requeues",
+        "its denominator left out the delayed requeues. Since the agent describes CPUs as they were "
+        "at select time (2026-12-03) migrations fell but keep the direction (with "
+        "--newidle-wait-own-wakee 39.3% -> 29.4% no DD, DD 23.7%); in a build with newly-idle pulls "
+        "switched off 6.1% -> 3.5%: each sync shortcut delayed dequeue blocks is one affine migration fewer, "
+        "and the pulls that would re-spread the rings are mostly our own round trip's. Rings of 2 "
+        "(without the option) do rise (10.7% -> 11.7%, newly-idle pulls 4138 -> 8486), as does `scx_wakelab sim "
+        "--workload pipe-rings --preset v6.12 --param ring_size=16 --param noise_pct=30 --param noise_ns=500000 "
+        "--seconds 0.3 --compare delayed_dequeue=false --compare sync_excludes_delayed=true` (DD 191 "
+        "migrations, no DD 141, the fix 141)",
     "seed3_fix_restores_migrations":
         "open, not gating: follows seed3_delayed_dequeue_raises_migrations (there is no DD excess to "
-        "restore). Rings of 16, quick runs 2026-12-02, DD -> DD+fix: 47.3% -> 50.9%, 33.2% -> 37.4%, 31.4% -> 37.5%",
+        "restore). Rings of 16, quick runs 2026-12-02, DD -> DD+fix: 47.3% -> 50.9%, 33.2% -> 37.4%, 31.4% -> 37.5%; "
+        "2026-12-03 (CPUs as at select time) 23.7% -> 30.2%; rings of 2 11.7% -> 13.4%",
 }
 
 
