@@ -168,6 +168,15 @@ class Raw:
     """Everything the guest printed, parsed. feed() takes serial lines (noise is skipped)."""
 
     def __init__(self):
+        self.reruns = []     # why the guest ran the plan again (WAKELAB-RERUN lines)
+        self._clear()
+
+    def restart(self, why):
+        """The plan runs again in a new boot: forget what the dead guest printed."""
+        self.reruns.append(why)
+        self._clear()
+
+    def _clear(self):
         self.rows = []       # dicts with the results.csv columns
         self.status = {}     # (setting, rep) -> ok | load_failed | crashed | exit_N
         self.hist = {}       # (setting, rep) -> [bucket counts]

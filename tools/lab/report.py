@@ -806,6 +806,8 @@ def write_md(path, lab, rows, baseline, eevdf, plots):
     if m.get("guest_finished") is False:
         L.append(f"- **The guest did not finish** ({describe(m.get('vm_outcome'))}): the tables hold what "
                  "it printed before it stopped.")
+    for why in m.get("vm_reruns") or []:
+        L.append(f"- **The plan ran twice:** {describe(why)}. The tables hold the second run only.")
     if failed:
         L.append("- **Blocks left out of the means:** " + "; ".join(
             describe(b) if not isinstance(b, dict) else

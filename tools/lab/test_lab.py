@@ -50,6 +50,19 @@ class Parser(unittest.TestCase):
         self.assertEqual(raw.guest_end_s, 99.5)
         self.assertEqual(raw.first("kernel"), "7.2.13+deb14-amd64")
 
+    def test_restart_forgets_the_dead_guests_lines(self):
+        # wakelab-vm --rerun-on-flake: the guest died mid-plan and the plan runs again
+        raw = lablib.Raw()
+        for line in self.LINES[:6]:
+            raw.feed(line)
+        self.assertTrue(raw.rows)
+        raw.restart("WAKELAB-RERUN the guest died of the emulator's code-patching flake")
+        self.assertEqual((raw.rows, raw.status, raw.meta), ([], {}, {}))
+        for line in self.LINES:
+            raw.feed(line)
+        self.assertEqual(len(raw.rows), len(self.parse().rows))
+        self.assertEqual(len(raw.reruns), 1)
+
     def test_block_metrics_kept_out_of_rows(self):
         raw = self.parse()
         self.assertFalse([r for r in raw.rows if r["workload"] == "block"])
