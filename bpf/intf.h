@@ -136,6 +136,13 @@ struct cpu_state {
 	 * was busy then.
 	 */
 	u64 free_since_ns;
+	/*
+	 * Time our tasks (not the agent) have run here, summed at each stop,
+	 * and when the one running now started (0 if none): the agent turns
+	 * them into a PELT-like utilisation for SIS_UTIL.
+	 */
+	u64 busy_ns;
+	u64 run_start_ns;
 	s32 curr_pid;		/* task running there (0 = idle) */
 	u32 curr_policy;	/* its scheduling policy (SCHED_IDLE = 5) */
 	u32 idle;		/* ops.update_idle() said idle */

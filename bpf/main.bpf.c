@@ -1210,8 +1210,10 @@ void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
 		agent_cpu = cpu;
 		return;
 	}
-	if (cs)
+	if (cs) {
 		cs->free_since_ns = 0;
+		cs->run_start_ns = now;
+	}
 	tctx = lookup_task_ctx(p);
 	if (!tctx)
 		return;
@@ -1262,8 +1264,13 @@ void BPF_STRUCT_OPS(wakelab_stopping, struct task_struct *p, bool runnable)
 		return;
 	now = scx_bpf_now();
 	cs = cpu_state_of(scx_bpf_task_cpu(p));
-	if (cs)
+	if (cs) {
 		cs->free_since_ns = now;
+		if (cs->run_start_ns) {
+			cs->busy_ns += time_delta(now, cs->run_start_ns);
+			cs->run_start_ns = 0;
+		}
+	}
 	tctx = lookup_task_ctx(p);
 	if (!tctx || !tctx->start_ns)
 		return;

@@ -19,7 +19,9 @@
 //!   because of the agent's round trip invites the wake-ups being placed
 //!   meanwhile (lat_ctx -P 8 rings of 16 in the VM, --newidle-wait-own-wakee:
 //!   39.3% of wake-ups migrated instead of 29.4%);
-//! - load is nr_running * 1024 (nice-0 weight) instead of PELT averages.
+//! - load is nr_running * 1024 (nice-0 weight) instead of PELT averages;
+//!   util, which SIS_UTIL reads, is a PELT-like average (32 ms half-life) of
+//!   the time our tasks ran on the CPU (BPF's cpu_state.busy_ns).
 //! State the kernel keeps for fair tasks only (recent_used_cpu, wakee flips,
 //! avg_idle, delayed dequeue) is kept here, per task and per CPU.
 
@@ -113,6 +115,11 @@ pub struct Placer {
     idle_cpus: Vec<(usize, u64)>,
     /// CPUs that wait for their own sync wakee (own_wakee_until in BPF).
     awaits_own_wakee: Vec<bool>,
+    /// PELT-like utilisation per CPU (0..=1024), from BPF's running-time
+    /// sums, and the sums and time of the last update.
+    util_avg: Vec<f64>,
+    util_busy_ns: Vec<u64>,
+    util_last_ns: u64,
     /// Scratch: the snapshots place() changed for one decision, as read.
     as_selected: Vec<(usize, CpuSnapshot)>,
     last_sweep_ns: u64,
@@ -139,6 +146,9 @@ impl Placer {
             delayed,
             idle_cpus: Vec::with_capacity(n),
             awaits_own_wakee: vec![false; n],
+            util_avg: vec![0.0; n],
+            util_busy_ns: vec![0; n],
+            util_last_ns: 0,
             as_selected: Vec::with_capacity(n + 1),
             last_sweep_ns: 0,
             trace: None,
@@ -177,10 +187,16 @@ impl Placer {
     pub fn begin_batch(&mut self, states: &[cpu_state], own_wakee_until: &[u64], now_ns: u64) {
         self.delayed.expire(now_ns);
         self.idle_cpus.clear();
+        // One decay factor for the interval since the last batch, for all CPUs.
+        let util_dt = now_ns.saturating_sub(self.util_last_ns);
+        let util_decay = if self.util_last_ns != 0 && util_dt > 0 { Some(pelt_decay(util_dt)) } else { None };
+        if util_dt > 0 || self.util_last_ns == 0 {
+            self.util_last_ns = now_ns;
+        }
         for cpu in 0..self.snaps.len() {
             let Some(cs) = states.get(cpu) else { break };
             // SAFETY: volatile loads from the mmap'ed .bss that BPF writes.
-            let (idle, curr, runnable, ttwu, queued, last_idle, free_since, own_until) = unsafe {
+            let (idle, curr, runnable, ttwu, queued, last_idle, free_since, own_until, busy, run_start) = unsafe {
                 (
                     std::ptr::read_volatile(&cs.idle) != 0,
                     std::ptr::read_volatile(&cs.curr_pid),
@@ -190,8 +206,19 @@ impl Placer {
                     std::ptr::read_volatile(&cs.last_idle_ns),
                     std::ptr::read_volatile(&cs.free_since_ns),
                     own_wakee_until.get(cpu).map_or(0, |u| std::ptr::read_volatile(u)),
+                    std::ptr::read_volatile(&cs.busy_ns),
+                    std::ptr::read_volatile(&cs.run_start_ns),
                 )
             };
+            // Running time so far, the current run included. The two fields
+            // are read apart: a stop in between shows less than before, and
+            // the next batch counts what this one missed.
+            let busy = busy + if run_start != 0 { now_ns.saturating_sub(run_start) } else { 0 };
+            if let Some(decay) = util_decay {
+                let ran = busy.saturating_sub(self.util_busy_ns[cpu]);
+                self.util_avg[cpu] = pelt_step(self.util_avg[cpu], ran, util_dt, decay);
+            }
+            self.util_busy_ns[cpu] = self.util_busy_ns[cpu].max(busy);
             let idle = (idle || curr == self.agent_pid || curr == 0) && runnable == 0;
             self.awaits_own_wakee[cpu] = own_until > now_ns;
             if idle {
@@ -218,7 +245,7 @@ impl Placer {
                 wakeup_in_flight: queued > 0,
                 sched_idle_only: false,
                 load: runnable as u64 * NICE_0_LOAD,
-                util: if idle { 0 } else { 1024 },
+                util: self.util_avg[cpu].round() as u32,
                 capacity: 0,
                 avg_idle_ns: self.avg_idle_ns[cpu],
             };
@@ -296,7 +323,6 @@ impl Placer {
                     s.idle = false;
                     s.nr_running = s.nr_running.max(1);
                     s.load = s.load.max(NICE_0_LOAD);
-                    s.util = 1024;
                 }
             }
             // The waker's CPU, from what select_cpu() recorded there.
@@ -377,6 +403,26 @@ impl Placer {
         self.last_sweep_ns = now;
         self.tasks.retain(|_, t| now.saturating_sub(t.seen_ns) < TASK_TTL_NS);
     }
+}
+
+/// PELT's half-life: y^32 = 0.5 with 1 ms periods.
+const PELT_HALF_LIFE_NS: f64 = 32_000_000.0;
+
+/// How much of a PELT signal is left after `dt_ns`.
+fn pelt_decay(dt_ns: u64) -> f64 {
+    0.5f64.powf(dt_ns as f64 / PELT_HALF_LIFE_NS)
+}
+
+/// One step of a CPU's utilisation (`cpu_util_cfs()`, 0..=1024): the CPU ran
+/// tasks for `ran_ns` of the last `dt_ns`, evenly spread as far as we know.
+/// The kernel sums its tasks' running and blocked util signals; all decay at
+/// one rate, so the sum behaves as one signal of the CPU's running time (the
+/// simulator models it the same way). A binary "busy now = 1024" made every
+/// LLC with three of four CPUs busy at that instant look overloaded to
+/// SIS_UTIL, which then skipped the idle search for ~95% of wake-ups.
+fn pelt_step(avg: f64, ran_ns: u64, dt_ns: u64, decay: f64) -> f64 {
+    let share = (ran_ns as f64 / dt_ns.max(1) as f64).min(1.0);
+    avg * decay + 1024.0 * share * (1.0 - decay)
 }
 
 fn allowed_set(msg: &wakeup_msg, nr: usize) -> CpuSet {
@@ -506,6 +552,53 @@ mod tests {
             assert_eq!(p.place(&m).cpu, 2);
         }
         assert!(!p.awaits_own_wakee[2]);
+    }
+
+    #[test]
+    fn util_average_follows_pelt() {
+        let step = |avg, ran, dt| pelt_step(avg, ran, dt, pelt_decay(dt));
+        // Idle for one half-life halves it; busy for one, halfway to 1024.
+        assert!((step(1024.0, 0, 32_000_000) - 512.0).abs() < 1e-9);
+        assert!((step(0.0, 32_000_000, 32_000_000) - 512.0).abs() < 1e-9);
+        // Half busy for a long time settles at half, whatever the batch cadence.
+        for dt in [100_000u64, 1_000_000, 10_000_000] {
+            let mut avg = 0.0;
+            for _ in 0..(2_000_000_000 / dt) {
+                avg = step(avg, dt / 2, dt);
+            }
+            assert!((avg - 512.0).abs() < 1.0, "dt {dt}: {avg}");
+        }
+    }
+
+    /// SIS_UTIL reads utilisation, not whether a CPU is busy this instant:
+    /// an LLC whose CPUs mostly run now but were mostly idle is searched;
+    /// one that was busy all along is not.
+    #[test]
+    fn sis_util_reads_the_average_not_the_instant() {
+        // Node 0's LLC is CPUs 0-3: 0, 1 and 2 run now, 3 is idle. A task on
+        // CPU 0 wakes one that last ran on CPU 1.
+        let t0 = 1_000_000_000;
+        let now = t0 + 500_000_000;
+        let states_at = |ran: u64, at: u64| {
+            let mut st = states(&[0, 1, 2]);
+            for c in [0, 1, 2] {
+                st[c].busy_ns = ran;
+                st[c].run_start_ns = at - 10_000;
+            }
+            st
+        };
+        for (share_pct, want_search) in [(10u64, true), (100, false)] {
+            let mut p = placer("v6.12");
+            p.begin_batch(&states_at(0, t0), &[], t0);
+            p.begin_batch(&states_at(share_pct * 5_000_000, now), &[], now);
+            let util = p.snaps[1].util;
+            let mut m = msg(10, 1, 0, false, WAKER_TASK, 1);
+            m.select_ns = now;
+            let cpu = p.place(&m).cpu;
+            let overloaded = p.engine().counters().sis_util_overloaded;
+            assert_eq!((cpu == 3, overloaded == 0), (want_search, want_search),
+                       "busy {share_pct}% (util {util}): placed on {cpu}, overloaded {overloaded}");
+        }
     }
 
     #[test]
