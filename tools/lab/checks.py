@@ -287,11 +287,15 @@ OPEN = {
         "newly-idle pulls 4138 -> 8486), as does `scx_wakelab sim --workload pipe-rings --preset "
         "v6.12 --param ring_size=16 --param noise_pct=30 --param noise_ns=500000 --seconds 0.3 "
         "--compare delayed_dequeue=false --compare sync_excludes_delayed=true` (DD 191 migrations, "
-        "no DD 141, the fix 141)",
+        "no DD 141, the fix 141). Since SIS_UTIL reads a PELT-like utilisation instead of 'busy "
+        "this instant' (50a5434) the idle search runs for 96% of wake-ups instead of about 5%, but "
+        "finds an idle CPU for 1% of them, and the direction stays: no DD 51.3% -> DD 45.4% -> "
+        "DD+fix 51.4% (quick, 2026-12-03); full run at 50a5434 50.6% -> 42.6% -> 50.3%",
     "seed3_fix_restores_migrations":
         "open, not gating: follows seed3_delayed_dequeue_raises_migrations (there is no DD excess to "
         "restore). Rings of 16, quick runs 2026-12-02, DD -> DD+fix: 47.3% -> 50.9%, 33.2% -> 37.4%, 31.4% -> 37.5%; "
-        "2026-12-03 (CPUs as at select time) 23.7% -> 30.2%; rings of 2 11.7% -> 13.4%",
+        "2026-12-03 (CPUs as at select time) 23.7% -> 30.2%; rings of 2 11.7% -> 13.4%; "
+        "2026-12-03 (PELT-like util) 45.4% -> 51.4%",
 }
 
 
