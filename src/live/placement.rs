@@ -190,7 +190,7 @@ impl Placer {
         // One decay factor for the interval since the last batch, for all CPUs.
         let util_dt = now_ns.saturating_sub(self.util_last_ns);
         let util_decay = if self.util_last_ns != 0 && util_dt > 0 { Some(pelt_decay(util_dt)) } else { None };
-        if util_dt > 0 || self.util_last_ns == 0 {
+        if util_dt > 0 {
             self.util_last_ns = now_ns;
         }
         for cpu in 0..self.snaps.len() {

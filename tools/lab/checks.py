@@ -135,7 +135,7 @@ def seed2(rows):
         if not a or not b:
             worse.append(f"{k} missing")
             continue
-        (ma, sa), (mb, sb) = mean_sd(a), mean_sd(b)
+        ma, mb = mean(a), mean(b)
         # worse = higher and significant by the mmtests rule (bands mean +- 1.96 sd apart),
         # with one sd pooled over both settings. "No worse" asks whether the flag changed
         # the distribution; if it did not, both sides share one spread, and two values

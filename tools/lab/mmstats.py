@@ -22,7 +22,7 @@ def pooled_sd(xs, ys):
     dof = len(xs) + len(ys) - 2
     if dof <= 0:
         return 0.0
-    ss = sum(sum((v - m) ** 2 for v in g) for g, m in ((g, sum(g) / len(g)) for g in (xs, ys) if g))
+    ss = sum((len(g) - 1) * mean_sd(g)[1] ** 2 for g in (xs, ys) if g)
     return math.sqrt(ss / dof)
 
 
