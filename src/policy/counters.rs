@@ -103,8 +103,8 @@ counters! {
     sis_kthread_stack_hit,
     /// recent_used_cpu returned ("SIS Recent Used Hit").
     sis_recent_used_hit,
-    /// recent_used_cpu was a distinct CPU (not prev, not target) but was rejected ("SIS
-    /// Recent Used Miss"; hit rate = hit / (hit + miss)).
+    /// recent_used_cpu was eligible (not prev, not target, shares the target's cache) but
+    /// busy or not allowed ("SIS Recent Used Miss"; hit rate = hit / (hit + miss)).
     sis_recent_used_miss,
     /// search-target mode: recent_used_cpu became the scan target.
     sis_recent_used_target,

@@ -111,7 +111,7 @@ rules! {
     SisRecentUsedMaskBug => "sis_recent_used_mask_tested_prev",
         "recent_used_cpu accepted although not allowed: the mask test read prev (89aafd67 bug, fixed in v6.5)";
     SisRecentUsedMiss => "sis_recent_used_miss",
-        "select_idle_sibling: recent_used_cpu is another CPU but not usable (busy, remote or not allowed)";
+        "select_idle_sibling: recent_used_cpu shares the target's cache but is busy or not allowed";
     SisRecentUsedBecomesTarget => "sis_recent_used_becomes_target",
         "search-target (Mel's unmerged variant): the idle recent_used_cpu becomes the scan target";
     SisNoLlcDomain => "sis_no_llc_domain",

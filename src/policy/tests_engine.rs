@@ -666,10 +666,11 @@ fn recent_used_state_updates_per_mode() {
 
 #[test]
 fn recent_used_requires_a_distinct_cache_affine_cpu() {
-    // 2 LLCs of 4: recent in the other LLC is never used, and a recent equal to prev is not
-    // a miss.
+    // 2 LLCs of 4: recent in the other LLC is never used, and neither it nor a recent equal
+    // to prev is an attempt (Mel's schedstat counts a miss only for an eligible CPU); a busy
+    // recent in prev's LLC is.
     let topo = shape(1, 2, 4, 1);
-    for (recent, want_miss) in [(5usize, true), (2, false)] {
+    for (recent, want_miss) in [(5usize, false), (2, false), (3, true)] {
         let mut e = engine_with(&topo, "v6.5", &["sis=none"]);
         let mut cpus = all_busy(8);
         cpus[5] = CpuSnapshot::idle();
