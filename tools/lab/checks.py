@@ -288,7 +288,12 @@ OPEN = {
         "no DD 141, the fix 141). Since SIS_UTIL reads a PELT-like utilisation instead of 'busy "
         "this instant' (50a5434) the idle search runs for 96% of wake-ups instead of about 5%, but "
         "finds an idle CPU for 1% of them, and the direction stays: no DD 51.3% -> DD 45.4% -> "
-        "DD+fix 51.4% (quick, 2026-12-03); full run at 50a5434 50.6% -> 42.6% -> 50.3%",
+        "DD+fix 51.4% (quick, 2026-12-03); full run at 50a5434 50.6% -> 42.6% -> 50.3%. "
+        "The guest kernel cannot show the rise either: 7.2 carries the fix (aa3ee4f0, v6.16), and "
+        "toggling its own DELAY_DEQUEUE feature (debugfs sched/features) under the same lat_ctx "
+        "-P 8 moves as many per context switch with it as without (rings of 16: 34.8%, 38.6% with, "
+        "38.3%, 34.8% without; rings of 2: 0.2-0.4% both, 2026-12-03), the VM's ring churn for "
+        "rings of 16 being of our size",
     "seed3_fix_restores_migrations":
         "open, not gating: follows seed3_delayed_dequeue_raises_migrations (there is no DD excess to "
         "restore). Rings of 16, quick runs 2026-12-02, DD -> DD+fix: 47.3% -> 50.9%, 33.2% -> 37.4%, 31.4% -> 37.5%; "
