@@ -293,7 +293,11 @@ OPEN = {
         "toggling its own DELAY_DEQUEUE feature (debugfs sched/features) under the same lat_ctx "
         "-P 8 moves as many per context switch with it as without (rings of 16: 34.8%, 38.6% with, "
         "38.3%, 34.8% without; rings of 2: 0.2-0.4% both, 2026-12-03), the VM's ring churn for "
-        "rings of 16 being of our size",
+        "rings of 16 being of our size. Rings of 4 with --newidle-wait-own-wakee settle ours to "
+        "EEVDF-like churn at last (12% a wake-up instead of 34%), and then the three settings sit "
+        "in each other's noise: no DD 12.3% -> DD 12.2% -> DD+fix 12.9%, per rep 305-2609 "
+        "migrations (4 reps, 2026-12-03), while local among placed still follows the report "
+        "(85.9% -> 80.8% -> 85.5%)",
     "seed3_fix_restores_migrations":
         "open, not gating: follows seed3_delayed_dequeue_raises_migrations (there is no DD excess to "
         "restore). Rings of 16, quick runs 2026-12-02, DD -> DD+fix: 47.3% -> 50.9%, 33.2% -> 37.4%, 31.4% -> 37.5%; "
