@@ -293,7 +293,7 @@ impl<'a> Agent<'a> {
                 }
                 Err(e) => Err(e),
             };
-            req.respond(reply, self.placer.engine().config().clone());
+            req.respond(reply, *self.placer.engine().config());
         }
         push_policy_to_bpf(&mut self.skel, &self.placer);
     }

@@ -105,7 +105,7 @@ fn serve(stream: UnixStream, queue: &ControlQueue, shared: &Shared, shutdown: &A
     let line = line.trim();
     if line == "stats" {
         let metrics = shared.metrics.lock().map(|m| m.clone()).unwrap_or_default();
-        let config = shared.config.lock().map(|c| c.clone()).unwrap_or_default();
+        let config = shared.config.lock().map(|c| *c).unwrap_or_default();
         let v = serde_json::json!({ "metrics": metrics, "config": config });
         writeln!(out, "{v}")?;
         return Ok(());
@@ -194,7 +194,7 @@ mod tests {
                     for r in reqs {
                         let old = cfg.get(&r.key).unwrap_or_default();
                         let res = cfg.set(&r.key, &r.value).map(|_| old).map_err(|e| e.to_string());
-                        r.respond(res, cfg.clone());
+                        r.respond(res, cfg);
                     }
                 }
                 std::thread::sleep(Duration::from_millis(5));

@@ -64,7 +64,7 @@ pub fn run_scheduler(
         let mut online: Vec<usize> = topo.all_cpus.keys().copied().collect();
         online.sort_unstable();
         info!("topology: {} CPUs online ({})", online.len(), cpu_ranges(&online));
-        let policy = config.lock().map(|c| c.clone()).unwrap_or_default();
+        let policy = config.lock().map(|c| *c).unwrap_or_default();
         let mut placer = Placer::new(topology_from_scx(&topo)?, policy, unsafe { libc::gettid() }, cfg.slice_ns)?;
         if let Some((tx, _)) = &tracer {
             placer.set_trace(tx.clone());

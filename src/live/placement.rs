@@ -22,6 +22,7 @@
 //! - load is nr_running * 1024 (nice-0 weight) instead of PELT averages;
 //!   util, which SIS_UTIL reads, is a PELT-like average (32 ms half-life) of
 //!   the time our tasks ran on the CPU (BPF's cpu_state.busy_ns).
+//!
 //! State the kernel keeps for fair tasks only (recent_used_cpu, wakee flips,
 //! avg_idle, delayed dequeue) is kept here, per task and per CPU.
 
@@ -276,11 +277,11 @@ impl Placer {
         let now = if msg.select_ns != 0 { msg.select_ns } else { msg.enqueue_ns };
         let prev = (msg.prev_cpu.max(0) as usize).min(nr.saturating_sub(1));
 
-        if msg.flags & WL_MSG_WAKEUP != 0 {
-            if let Some(cpu) = self.delayed.on_wake(pid) {
-                self.take_slot(cpu);
-                return Placement { cpu, outcome: Outcome::DelayedRequeue };
-            }
+        if msg.flags & WL_MSG_WAKEUP != 0
+            && let Some(cpu) = self.delayed.on_wake(pid)
+        {
+            self.take_slot(cpu);
+            return Placement { cpu, outcome: Outcome::DelayedRequeue };
         }
 
         let mut task = self.task_state(pid, prev);
@@ -335,7 +336,7 @@ impl Placer {
             }
         }
         // Trace mode copies the inputs before the engine updates them.
-        let before = self.trace.as_ref().map(|_| (task, wake.clone(), self.engine.llc_states().to_vec()));
+        let before = self.trace.as_ref().map(|_| (task, wake, self.engine.llc_states().to_vec()));
         let d = self.engine.select_cpu(&self.snaps, &mut task, &mut wake);
         if let (Some(tx), Some((t0, w0, llc0))) = (&self.trace, before) {
             let rec = TraceRecord::new(self.engine.topology(), self.engine.config(), &llc0, &self.snaps, &t0, &w0, &d);
@@ -461,11 +462,12 @@ mod tests {
     fn states(busy: &[usize]) -> Vec<cpu_state> {
         (0..8)
             .map(|c| {
-                let mut s = cpu_state::default();
-                s.idle = (!busy.contains(&c)) as u32;
-                s.curr_pid = if busy.contains(&c) { 4000 + c as i32 } else { 0 };
-                s.nr_runnable = busy.contains(&c) as u32;
-                s
+                cpu_state {
+                    idle: (!busy.contains(&c)) as u32,
+                    curr_pid: if busy.contains(&c) { 4000 + c as i32 } else { 0 },
+                    nr_runnable: busy.contains(&c) as u32,
+                    ..Default::default()
+                }
             })
             .collect()
     }

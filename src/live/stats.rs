@@ -269,11 +269,13 @@ mod tests {
 
     #[test]
     fn delta_subtracts_counters_and_histogram() {
-        let mut a = LiveMetrics::default();
-        a.nr_decisions = 10;
-        a.config_changes = 4;
+        let mut a = LiveMetrics {
+            nr_decisions: 10,
+            config_changes: 4,
+            enqueue_to_run_hist: vec![1, 5, 0],
+            ..Default::default()
+        };
         a.policy.nr_wakeups_affine = 7;
-        a.enqueue_to_run_hist = vec![1, 5, 0];
         let mut b = a.clone();
         b.nr_decisions = 25;
         b.config_changes = 4;
@@ -288,8 +290,10 @@ mod tests {
 
     #[test]
     fn percentiles_from_log2_buckets() {
-        let mut m = LiveMetrics::default();
-        m.enqueue_to_run_hist = vec![0; LAT_BUCKETS];
+        let mut m = LiveMetrics {
+            enqueue_to_run_hist: vec![0; LAT_BUCKETS],
+            ..Default::default()
+        };
         assert_eq!(m.latency_percentile_ns(50.0), None);
         m.enqueue_to_run_hist[10] = 90; // [1024, 2048) ns
         m.enqueue_to_run_hist[20] = 10; // [1 Mi, 2 Mi) ns
