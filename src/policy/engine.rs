@@ -809,7 +809,7 @@ impl<'a> Step<'a> {
         let usable = eligible && self.idle_or_sched_idle(recent);
 
         match mode {
-            RecentUsedMode::Off => RecentOutcome::Continue(target),
+            RecentUsedMode::Off => return RecentOutcome::Continue(target),
             RecentUsedMode::SearchTarget => {
                 // Mel's variant C: an idle recent CPU is a good place to *start* looking, not
                 // necessarily the answer: the scan still prefers a whole idle core (the SMT
@@ -819,11 +819,6 @@ impl<'a> Step<'a> {
                     self.cnt.sis_recent_used_target += 1;
                     return RecentOutcome::Continue(recent);
                 }
-                if eligible {
-                    self.push(Rule::SisRecentUsedMiss);
-                    self.cnt.sis_recent_used_miss += 1;
-                }
-                RecentOutcome::Continue(target)
             }
             RecentUsedMode::V510 | RecentUsedMode::Prev | RecentUsedMode::PrevFixed => {
                 // The mask test reads p->recent_used_cpu.  In variant A that is `recent`;
@@ -847,13 +842,14 @@ impl<'a> Step<'a> {
                     }
                     return RecentOutcome::Return(recent);
                 }
-                if eligible {
-                    self.push(Rule::SisRecentUsedMiss);
-                    self.cnt.sis_recent_used_miss += 1;
-                }
-                RecentOutcome::Continue(target)
             }
         }
+        // Every mode that examined an eligible CPU and did not use it: a miss.
+        if eligible {
+            self.push(Rule::SisRecentUsedMiss);
+            self.cnt.sis_recent_used_miss += 1;
+        }
+        RecentOutcome::Continue(target)
     }
 }
 
