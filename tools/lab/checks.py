@@ -219,7 +219,8 @@ def seed4(rows):
     small denominator (121-153 attempts in quick runs with 2 pairs, 2026-12-03). What
     follows the mode is the share of wakeups the recent CPU takes (hits/wakeups, at least
     doubled: 0.1-0.3% -> 5.3%); the hit rate must not fall once the v5.10 form has a
-    denominator (>= 50 events; 43.8% -> 54.1%, 52.3% -> 54.6%). hackbench and tbench are
+    denominator (>= 50 events; 43.8% -> 54.1%, 52.3% -> 54.6%, but 90.2% -> 70.7% on 61
+    v5.10 attempts once: listed open). hackbench and tbench are
     shown beside, not asserted (on 8 saturated CPUs their rate can go either way)."""
     W = "perf-sched-pipe"
     if not (ran(rows, "ru-v5.10", W) and ran(rows, "ru-prev", W)):
@@ -260,6 +261,12 @@ def seed4(rows):
 # (a FAIL line in checks.txt, with this note), but not gating, so CI stays a guard for
 # the directions that hold. Remove an entry as soon as the check passes.
 OPEN = {
+    "seed4_hit_rate_does_not_fall":
+        "open, not gating: the share of wake-ups the recent CPU takes follows the mode in every "
+        "run, but the v5.10 form's hit rate rests on 61-294 attempts and swings. With NCPU pipe "
+        "pairs CI quick runs 2026-12-02 went 12.0% -> 11.5%, 12.2% -> 14.4%, 18.3% -> 10.5%; with "
+        "NCPU/4 pairs (2026-12-03) 43.8% -> 54.1%, 52.3% -> 54.6%, 47.4% -> 53.7%, 49.7% -> 52.0%, "
+        "full run 46.9% -> 58.3%, and then a CI quick run 55/61 (90.2%) -> 761/1077 (70.7%)",
     "seed3_delayed_dequeue_raises_migrations":
         "open, not gating: counted per wake-up as the kernel counts them (delayed requeues included), "
         "the emulation does not raise migrations. Until d80e928 this check passed because its "

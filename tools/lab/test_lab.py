@@ -283,11 +283,11 @@ class SeedChecks(unittest.TestCase):
         # a v5.10 rate of 3/3 on no denominator does not count against prev's 88%
         self.assertTrue(all(verdicts(checks.seed4(seed4_rows(v510=(3, 0)))).values()))
         # with a denominator the rate must not fall significantly (two-proportion test);
-        # that part is its own check, and it gates
+        # that part is its own check, listed open
         v = verdicts(checks.seed4(seed4_rows(v510=(95, 5))))
         self.assertFalse(v["seed4_hit_rate_does_not_fall"])
         self.assertTrue(v["seed4_recent_used_hit_rate_follows_mode"])
-        self.assertFalse(checks.is_open("seed4_hit_rate_does_not_fall", False))
+        self.assertTrue(checks.is_open("seed4_hit_rate_does_not_fall", False))
         # a fall within sampling noise of a small v5.10 denominator is no fall: the CI quick
         # run's 18/150 (12.0%) -> 1120/9773 (11.5%)
         self.assertTrue(all(verdicts(checks.seed4(seed4_rows(v510=(9, 66), prev_hits=560, prev_miss=4326))).values()))
