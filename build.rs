@@ -10,7 +10,9 @@ fn main() {
     if let Err(e) = built {
         // One readable line instead of a panic backtrace from the build script.
         eprintln!("error: building the BPF component failed: {e:#}");
-        eprintln!("hint: it needs clang >= 16 (BPF_CLANG=clang-19 on Debian 12; run tools/install-deps)");
+        eprintln!(
+            "hint: it needs clang >= 16 (BPF_CLANG=clang-19 on Debian 12; run tools/install-deps)"
+        );
         std::process::exit(1);
     }
 }

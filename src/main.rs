@@ -144,7 +144,9 @@ enum Command {
 }
 
 fn parse_interval(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
     if !(0.1..=3600.0).contains(&v) {
         return Err(format!("{v} is outside 0.1..=3600 seconds"));
     }
@@ -156,7 +158,11 @@ fn parse_interval(s: &str) -> Result<f64, String> {
 /// ("the following required arguments were not provided:\n  --supervise").
 fn one_line_usage_error(text: &str) -> String {
     let mut lines = text.lines();
-    let mut out = lines.next().unwrap_or("error: invalid arguments").trim_end().to_string();
+    let mut out = lines
+        .next()
+        .unwrap_or("error: invalid arguments")
+        .trim_end()
+        .to_string();
     if out.ends_with(':') {
         let names: Vec<&str> = lines
             .take_while(|l| l.starts_with(char::is_whitespace) && !l.trim().is_empty())
@@ -176,7 +182,11 @@ fn init_logging(verbose: bool) {
         .set_target_level(LevelFilter::Off)
         .set_thread_level(LevelFilter::Off)
         .build();
-    let level = if verbose { LevelFilter::Debug } else { LevelFilter::Info };
+    let level = if verbose {
+        LevelFilter::Debug
+    } else {
+        LevelFilter::Info
+    };
     let _ = TermLogger::init(level, cfg, TerminalMode::Stderr, ColorChoice::Auto);
 }
 
@@ -196,10 +206,14 @@ fn main() -> ExitCode {
     init_logging(opts.verbose);
     if let Some(cmd) = opts.command {
         let r: anyhow::Result<()> = match cmd {
-            Command::Set { changes, socket } => live::client_set(&changes, &live::control::socket_path(&socket)),
-            Command::Stats { json, monitor, socket } => {
-                live::client_stats(json, monitor, &live::control::socket_path(&socket))
+            Command::Set { changes, socket } => {
+                live::client_set(&changes, &live::control::socket_path(&socket))
             }
+            Command::Stats {
+                json,
+                monitor,
+                socket,
+            } => live::client_stats(json, monitor, &live::control::socket_path(&socket)),
             Command::Explain(a) => scx_wakelab::explain::run(a),
             Command::Sim(a) => scx_wakelab::sim::run(a),
         };
@@ -234,11 +248,17 @@ fn main() -> ExitCode {
     }
     // Before anything is logged: "another scheduler is running" and the
     // like are one line too.
-    if let Err(e) = live::env_checks::check_can_load(std::path::Path::new("/sys"), unsafe { libc::geteuid() }) {
+    if let Err(e) =
+        live::env_checks::check_can_load(std::path::Path::new("/sys"), unsafe { libc::geteuid() })
+    {
         eprintln!("error: {e:#}");
         return ExitCode::FAILURE;
     }
-    info!("scx_wakelab {} options: {:?}", env!("CARGO_PKG_VERSION"), opts);
+    info!(
+        "scx_wakelab {} options: {:?}",
+        env!("CARGO_PKG_VERSION"),
+        opts
+    );
 
     let cfg = live::agent::AgentConfig {
         slice_ns: opts.slice_us * 1000,

@@ -68,14 +68,20 @@ pub fn run(limits: Limits) -> Result<u8> {
         let status = match wait_or_stop(&mut child, &stop)? {
             Waited::Exited(s) => s,
             Waited::Stopped(s) => {
-                info!("supervisor: stopped on request; scx_wakelab {}", describe(s));
+                info!(
+                    "supervisor: stopped on request; scx_wakelab {}",
+                    describe(s)
+                );
                 return Ok(code_of(s));
             }
         };
         let ran = started.elapsed();
         match status.code() {
             Some(0) => {
-                info!("supervisor: scx_wakelab exited cleanly after {:.1}s; not restarting", ran.as_secs_f64());
+                info!(
+                    "supervisor: scx_wakelab exited cleanly after {:.1}s; not restarting",
+                    ran.as_secs_f64()
+                );
                 return Ok(0);
             }
             Some(2) => bail!("scx_wakelab refused its arguments (exit status 2); not restarting"),
@@ -89,7 +95,11 @@ pub fn run(limits: Limits) -> Result<u8> {
         if failures >= limits.max_failures {
             bail!(
                 "scx_wakelab failed {} (last: {} after {:.1}s); giving up",
-                if failures == 1 { "once".to_string() } else { format!("{failures} times in a row") },
+                if failures == 1 {
+                    "once".to_string()
+                } else {
+                    format!("{failures} times in a row")
+                },
                 describe(status),
                 ran.as_secs_f64()
             );
@@ -121,7 +131,11 @@ fn wait_or_stop(child: &mut Child, stop: &AtomicBool) -> Result<Waited> {
         if let Some(s) = child.try_wait().context("waiting for scx_wakelab")? {
             // A child that exits because the same Ctrl-C reached it too was
             // stopped on request, not a failure.
-            return Ok(if stop.load(Ordering::Relaxed) { Waited::Stopped(s) } else { Waited::Exited(s) });
+            return Ok(if stop.load(Ordering::Relaxed) {
+                Waited::Stopped(s)
+            } else {
+                Waited::Exited(s)
+            });
         }
         if stop.load(Ordering::Relaxed) {
             return stop_child(child).map(Waited::Stopped);
@@ -140,7 +154,10 @@ fn stop_child(child: &mut Child) -> Result<ExitStatus> {
         }
         std::thread::sleep(POLL);
     }
-    warn!("supervisor: scx_wakelab did not stop within {}s of SIGTERM; killing it", STOP_GRACE.as_secs());
+    warn!(
+        "supervisor: scx_wakelab did not stop within {}s of SIGTERM; killing it",
+        STOP_GRACE.as_secs()
+    );
     child.kill()?;
     Ok(child.wait()?)
 }

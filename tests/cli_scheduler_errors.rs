@@ -20,7 +20,11 @@ fn run(args: &[&str]) -> (i32, String, String) {
 fn assert_one_line_error(args: &[&str], code: i32, needle: &str) {
     let (rc, _out, err) = run(args);
     assert_eq!(rc, code, "{args:?}: exit {rc}, stderr {err:?}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: not one line: {err:?}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{args:?}: not one line: {err:?}"
+    );
     assert!(err.contains(needle), "{args:?}: {err:?} lacks {needle:?}");
     assert!(!err.contains("panicked"), "{args:?}: {err:?}");
 }
@@ -49,7 +53,11 @@ fn invalid_policy_flags_are_one_line_errors() {
 fn set_and_stats_without_a_running_instance_say_so() {
     let sock = std::env::temp_dir().join(format!("wakelab-none-{}.sock", std::process::id()));
     let sock = sock.to_str().unwrap();
-    assert_one_line_error(&["set", "--socket", sock, "wa_idle=false"], 1, "no running scx_wakelab");
+    assert_one_line_error(
+        &["set", "--socket", sock, "wa_idle=false"],
+        1,
+        "no running scx_wakelab",
+    );
     assert_one_line_error(&["stats", "--socket", sock], 1, "no running scx_wakelab");
     assert_one_line_error(&["set", "--socket", sock, "wa_idle"], 1, "KEY=VALUE");
 }
@@ -65,7 +73,10 @@ fn kernel_without_sched_ext_points_to_the_vm() {
     let (rc, _out, err) = run(&[]);
     assert_eq!(rc, 1, "{err}");
     let last = err.trim_end().lines().last().unwrap_or_default();
-    assert!(last.starts_with("error: ") && last.contains("CONFIG_SCHED_CLASS_EXT"), "{err}");
+    assert!(
+        last.starts_with("error: ") && last.contains("CONFIG_SCHED_CLASS_EXT"),
+        "{err}"
+    );
     assert!(last.contains("tools/vm/wakelab-vm run"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }

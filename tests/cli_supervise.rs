@@ -19,7 +19,11 @@ fn supervise(extra: &[&str]) -> (i32, String, Duration) {
         .env("RUST_BACKTRACE", "0")
         .output()
         .expect("runs the binary");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned(), started.elapsed())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        started.elapsed(),
+    )
 }
 
 #[test]
@@ -27,21 +31,37 @@ fn gives_up_with_one_line_after_the_limit() {
     let (rc, err, took) = supervise(&["--restart-limit", "3", "--restart-delay", "0.1"]);
     assert_eq!(rc, 1, "{err}");
     assert!(!err.contains("panicked"), "{err}");
-    let starts = err.lines().filter(|l| l.contains("supervisor: scx_wakelab started")).count();
+    let starts = err
+        .lines()
+        .filter(|l| l.contains("supervisor: scx_wakelab started"))
+        .count();
     assert_eq!(starts, 3, "three starts, no more: {err}");
-    let child_errors = err.lines().filter(|l| l.starts_with("error: ") && !l.contains("giving up")).count();
+    let child_errors = err
+        .lines()
+        .filter(|l| l.starts_with("error: ") && !l.contains("giving up"))
+        .count();
     assert_eq!(child_errors, 3, "each child said why it failed: {err}");
     // Backoff doubles: 0.1 s then 0.2 s between the three starts.
-    let restarts: Vec<_> = err.lines().filter(|l| l.contains("supervisor: scx_wakelab exited with status 1")).collect();
+    let restarts: Vec<_> = err
+        .lines()
+        .filter(|l| l.contains("supervisor: scx_wakelab exited with status 1"))
+        .collect();
     assert_eq!(restarts.len(), 2, "{err}");
-    assert!(restarts[0].contains("restart 1 of 2 in 0.1s") && restarts[1].contains("restart 2 of 2 in 0.2s"), "{err}");
+    assert!(
+        restarts[0].contains("restart 1 of 2 in 0.1s")
+            && restarts[1].contains("restart 2 of 2 in 0.2s"),
+        "{err}"
+    );
     let last = err.trim_end().lines().last().unwrap_or_default();
     assert!(
         last.starts_with("error: scx_wakelab failed 3 times in a row (last: exited with status 1")
             && last.ends_with("giving up"),
         "{err}"
     );
-    assert!(took >= Duration::from_millis(300), "backoff was waited: {took:?}");
+    assert!(
+        took >= Duration::from_millis(300),
+        "backoff was waited: {took:?}"
+    );
     assert!(took < Duration::from_secs(20), "{took:?}");
 }
 
@@ -49,8 +69,21 @@ fn gives_up_with_one_line_after_the_limit() {
 fn a_limit_of_one_means_no_restart() {
     let (rc, err, _) = supervise(&["--restart-limit", "1"]);
     assert_eq!(rc, 1, "{err}");
-    assert_eq!(err.lines().filter(|l| l.contains("supervisor: scx_wakelab started")).count(), 1, "{err}");
-    assert!(err.trim_end().lines().last().unwrap_or_default().contains("scx_wakelab failed once (last: "), "{err}");
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.contains("supervisor: scx_wakelab started"))
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.trim_end()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .contains("scx_wakelab failed once (last: "),
+        "{err}"
+    );
 }
 
 #[test]
@@ -72,5 +105,8 @@ fn supervisor_options_are_checked_before_any_start() {
         .expect("runs the binary");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("--supervise") && err.trim_end().lines().count() == 1, "{err}");
+    assert!(
+        err.contains("--supervise") && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
 }

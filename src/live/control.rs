@@ -47,7 +47,11 @@ impl ControlQueue {
     /// The pending requests, if any and if the lock is free right now.
     pub fn try_take(&self) -> Option<Vec<ControlRequest>> {
         let mut q = self.0.try_lock().ok()?;
-        if q.is_empty() { None } else { Some(std::mem::take(&mut *q)) }
+        if q.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut *q))
+        }
     }
 
     fn push(&self, r: ControlRequest) {
@@ -64,7 +68,12 @@ pub struct Shared {
 }
 
 /// Bind the socket and serve it on a thread until `shutdown`.
-pub fn spawn_server(path: &Path, queue: ControlQueue, shared: Shared, shutdown: Arc<AtomicBool>) -> Result<std::thread::JoinHandle<()>> {
+pub fn spawn_server(
+    path: &Path,
+    queue: ControlQueue,
+    shared: Shared,
+    shutdown: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>> {
     if path.exists() {
         // A socket nobody answers on is a leftover of a killed instance.
         if UnixStream::connect(path).is_ok() {
@@ -72,7 +81,8 @@ pub fn spawn_server(path: &Path, queue: ControlQueue, shared: Shared, shutdown: 
         }
         std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
     }
-    let listener = UnixListener::bind(path).with_context(|| format!("binding the control socket {}", path.display()))?;
+    let listener = UnixListener::bind(path)
+        .with_context(|| format!("binding the control socket {}", path.display()))?;
     listener.set_nonblocking(true)?;
     let path = path.to_path_buf();
     Ok(std::thread::spawn(move || {
@@ -96,7 +106,12 @@ pub fn spawn_server(path: &Path, queue: ControlQueue, shared: Shared, shutdown: 
     }))
 }
 
-fn serve(stream: UnixStream, queue: &ControlQueue, shared: &Shared, shutdown: &AtomicBool) -> Result<()> {
+fn serve(
+    stream: UnixStream,
+    queue: &ControlQueue,
+    shared: &Shared,
+    shutdown: &AtomicBool,
+) -> Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut line = String::new();
@@ -111,7 +126,10 @@ fn serve(stream: UnixStream, queue: &ControlQueue, shared: &Shared, shutdown: &A
         return Ok(());
     }
     let Some(kv) = line.strip_prefix("set ") else {
-        writeln!(out, "error unknown request '{line}' (expected 'set KEY=VALUE' or 'stats')")?;
+        writeln!(
+            out,
+            "error unknown request '{line}' (expected 'set KEY=VALUE' or 'stats')"
+        )?;
         return Ok(());
     };
     let Some((key, value)) = kv.split_once('=') else {
@@ -119,7 +137,11 @@ fn serve(stream: UnixStream, queue: &ControlQueue, shared: &Shared, shutdown: &A
         return Ok(());
     };
     let (tx, rx) = mpsc::channel();
-    queue.push(ControlRequest { key: key.trim().to_string(), value: value.trim().to_string(), reply: tx });
+    queue.push(ControlRequest {
+        key: key.trim().to_string(),
+        value: value.trim().to_string(),
+        reply: tx,
+    });
     // The agent runs at least every heartbeat (100 ms); give it a while.
     let answer = loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
@@ -130,8 +152,13 @@ fn serve(stream: UnixStream, queue: &ControlQueue, shared: &Shared, shutdown: &A
     };
     match answer {
         Some((Ok(old), config)) => {
-            let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-            info!("config change at {:.3} (unix time): {key}={value} (was {old})", now.as_secs_f64());
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default();
+            info!(
+                "config change at {:.3} (unix time): {key}={value} (was {old})",
+                now.as_secs_f64()
+            );
             if let Ok(mut c) = shared.config.lock() {
                 *c = config;
             }
@@ -146,12 +173,17 @@ fn serve(stream: UnixStream, queue: &ControlQueue, shared: &Shared, shutdown: &A
 /// Client: send one request, return the one-line answer.
 pub fn request(path: &Path, req: &str) -> Result<String> {
     let mut s = UnixStream::connect(path).map_err(|e| {
-        anyhow!("no running scx_wakelab answers on {} ({e}); start one first, or pass --socket", path.display())
+        anyhow!(
+            "no running scx_wakelab answers on {} ({e}); start one first, or pass --socket",
+            path.display()
+        )
     })?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     writeln!(s, "{req}")?;
     let mut line = String::new();
-    BufReader::new(&s).read_line(&mut line).context("reading the answer")?;
+    BufReader::new(&s)
+        .read_line(&mut line)
+        .context("reading the answer")?;
     if line.is_empty() {
         bail!("the scheduler closed the connection without answering");
     }
@@ -180,7 +212,10 @@ mod tests {
         let server = spawn_server(
             &path,
             queue.clone(),
-            Shared { metrics: Arc::new(Mutex::new(LiveMetrics::default())), config: config.clone() },
+            Shared {
+                metrics: Arc::new(Mutex::new(LiveMetrics::default())),
+                config: config.clone(),
+            },
             shutdown.clone(),
         )
         .unwrap();
@@ -193,7 +228,10 @@ mod tests {
                 if let Some(reqs) = queue.try_take() {
                     for r in reqs {
                         let old = cfg.get(&r.key).unwrap_or_default();
-                        let res = cfg.set(&r.key, &r.value).map(|_| old).map_err(|e| e.to_string());
+                        let res = cfg
+                            .set(&r.key, &r.value)
+                            .map(|_| old)
+                            .map_err(|e| e.to_string());
                         r.respond(res, cfg);
                     }
                 }
@@ -205,11 +243,18 @@ mod tests {
         assert_eq!(ok, "ok sync_requires_task_waker=true (was false)");
         assert!(config.lock().unwrap().sync_requires_task_waker);
         let bad = request(&path, "set no_such_flag=1").unwrap();
-        assert!(bad.starts_with("error ") && bad.contains("no_such_flag"), "{bad}");
+        assert!(
+            bad.starts_with("error ") && bad.contains("no_such_flag"),
+            "{bad}"
+        );
         let bad = request(&path, "set recent_used=sideways").unwrap();
         assert!(bad.starts_with("error "), "{bad}");
-        let stats: serde_json::Value = serde_json::from_str(&request(&path, "stats").unwrap()).unwrap();
-        assert_eq!(stats["config"]["sync_requires_task_waker"], serde_json::json!(true));
+        let stats: serde_json::Value =
+            serde_json::from_str(&request(&path, "stats").unwrap()).unwrap();
+        assert_eq!(
+            stats["config"]["sync_requires_task_waker"],
+            serde_json::json!(true)
+        );
         assert!(stats["metrics"]["policy"]["nr_wakeups"].is_u64());
 
         agent_stop.store(true, Ordering::Relaxed);
@@ -221,7 +266,9 @@ mod tests {
 
     #[test]
     fn no_server_is_a_clear_error() {
-        let e = request(&temp_socket("none"), "stats").unwrap_err().to_string();
+        let e = request(&temp_socket("none"), "stats")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no running scx_wakelab"), "{e}");
     }
 }

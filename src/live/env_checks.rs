@@ -55,7 +55,9 @@ pub fn check_can_load(sysfs_root: &Path, euid: u32) -> Result<()> {
         SchedExtState::Disabled => {}
     }
     if euid != 0 {
-        bail!("scx_wakelab must run as root: loading a BPF scheduler needs CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN");
+        bail!(
+            "scx_wakelab must run as root: loading a BPF scheduler needs CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN"
+        );
     }
     Ok(())
 }

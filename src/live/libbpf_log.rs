@@ -38,14 +38,18 @@ pub fn install() {
 
 /// The kept lines, oldest first.
 pub fn tail() -> Vec<String> {
-    TAIL.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default()
+    TAIL.lock()
+        .map(|t| t.iter().cloned().collect())
+        .unwrap_or_default()
 }
 
 /// The verifier's reason in a rejection log: the last line before the
 /// "processed N insns" summary that is not an instruction dump or a register
 /// state line. None if the log holds no verifier output.
 pub fn verifier_reason(lines: &[String]) -> Option<String> {
-    let end = lines.iter().rposition(|l| l.contains("processed ") && l.contains(" insns"))?;
+    let end = lines
+        .iter()
+        .rposition(|l| l.contains("processed ") && l.contains(" insns"))?;
     lines[..end]
         .iter()
         .rev()

@@ -3,8 +3,8 @@
 
 pub mod agent;
 pub mod bpf_intf;
-pub mod control;
 pub mod bpf_skel;
+pub mod control;
 pub mod env_checks;
 pub mod libbpf_log;
 pub mod placement;
@@ -42,16 +42,23 @@ pub fn run_scheduler(
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
         .context("installing the Ctrl-C/SIGTERM handler")?;
 
-    info!("placement policy: {}", policy.describe().replace('\n', "; "));
+    info!(
+        "placement policy: {}",
+        policy.describe().replace('\n', "; ")
+    );
     let metrics = Arc::new(Mutex::new(LiveMetrics::default()));
     let config = Arc::new(Mutex::new(policy));
     let queue = ControlQueue::default();
     // Threads are started before the agent locks its memory.
-    let printer = stats_interval.map(|secs| spawn_stats_printer(secs, metrics.clone(), shutdown.clone()));
+    let printer =
+        stats_interval.map(|secs| spawn_stats_printer(secs, metrics.clone(), shutdown.clone()));
     let server = control::spawn_server(
         socket,
         queue.clone(),
-        Shared { metrics: metrics.clone(), config: config.clone() },
+        Shared {
+            metrics: metrics.clone(),
+            config: config.clone(),
+        },
         shutdown.clone(),
     )?;
 
@@ -63,14 +70,29 @@ pub fn run_scheduler(
         // Logged at each (re)load: after CPU hotplug this is the new topology.
         let mut online: Vec<usize> = topo.all_cpus.keys().copied().collect();
         online.sort_unstable();
-        info!("topology: {} CPUs online ({})", online.len(), cpu_ranges(&online));
+        info!(
+            "topology: {} CPUs online ({})",
+            online.len(),
+            cpu_ranges(&online)
+        );
         let policy = config.lock().map(|c| *c).unwrap_or_default();
-        let mut placer = Placer::new(topology_from_scx(&topo)?, policy, unsafe { libc::gettid() }, cfg.slice_ns)?;
+        let mut placer = Placer::new(
+            topology_from_scx(&topo)?,
+            policy,
+            unsafe { libc::gettid() },
+            cfg.slice_ns,
+        )?;
         if let Some((tx, _)) = &tracer {
             placer.set_trace(tx.clone());
         }
         let mut open_object = MaybeUninit::uninit();
-        let mut agent = Agent::init(&cfg, placer, &mut open_object, metrics.clone(), queue.clone())?;
+        let mut agent = Agent::init(
+            &cfg,
+            placer,
+            &mut open_object,
+            metrics.clone(),
+            queue.clone(),
+        )?;
         let exit = agent.run(&shutdown);
         drop(agent);
         match exit {
@@ -102,7 +124,10 @@ pub fn run_scheduler(
         total.format(started.elapsed().as_secs_f64())
     );
     // The same totals for scripts and tests, on one line.
-    info!("exit stats json: {}", serde_json::to_string(&total).unwrap_or_default());
+    info!(
+        "exit stats json: {}",
+        serde_json::to_string(&total).unwrap_or_default()
+    );
     result.map(|_| ())
 }
 
@@ -115,7 +140,11 @@ fn cpu_ranges(cpus: &[usize]) -> String {
         while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
             j += 1;
         }
-        out.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
+        out.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
         i = j + 1;
     }
     out.join(",")
@@ -183,7 +212,10 @@ pub fn client_stats(json: bool, monitor: Option<f64>, socket: &Path) -> Result<(
         let (now, v) = fetch()?;
         let d = now.delta(&prev);
         if json {
-            println!("{}", serde_json::json!({ "interval_s": secs, "metrics": d, "config": v["config"] }));
+            println!(
+                "{}",
+                serde_json::json!({ "interval_s": secs, "metrics": d, "config": v["config"] })
+            );
         } else {
             println!("{}\n", d.format(secs));
         }
@@ -201,7 +233,8 @@ fn spawn_trace_writer(
     std::thread::JoinHandle<Result<u64>>,
 )> {
     use std::io::Write;
-    let file = std::fs::File::create(path).with_context(|| format!("creating the trace file {}", path.display()))?;
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("creating the trace file {}", path.display()))?;
     // Bounded small: the channel's slots come out of the agent's fixed
     // 64 MiB heap (rustland_core's allocator), and each record is ~1 KiB
     // plus what it points to.

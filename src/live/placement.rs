@@ -33,15 +33,16 @@ use scx_wakelab::explain::TraceRecord;
 
 use crate::live::bpf_intf::{
     waker_context_WAKER_HARDIRQ as WAKER_HARDIRQ, waker_context_WAKER_NMI as WAKER_NMI,
-    waker_context_WAKER_SOFTIRQ as WAKER_SOFTIRQ, wakeup_msg, wakeup_msg_flags_WL_MSG_SELECTED as WL_MSG_SELECTED,
+    waker_context_WAKER_SOFTIRQ as WAKER_SOFTIRQ, wakeup_msg,
+    wakeup_msg_flags_WL_MSG_SELECTED as WL_MSG_SELECTED,
     wakeup_msg_flags_WL_MSG_WAKER_EXITING as WL_MSG_WAKER_EXITING,
     wakeup_msg_flags_WL_MSG_WAKER_PCPU_KTHREAD as WL_MSG_WAKER_PCPU_KTHREAD,
     wakeup_msg_flags_WL_MSG_WAKEUP as WL_MSG_WAKEUP,
 };
 use crate::live::bpf_skel::types::cpu_state;
 use scx_wakelab::policy::{
-    Config, CpuDesc, CpuSet, CpuSnapshot, DelayedDequeue, Engine, Topology, TaskState, WakeCtx,
-    WakerContext, WAKE_SYNC,
+    Config, CpuDesc, CpuSet, CpuSnapshot, DelayedDequeue, Engine, TaskState, Topology, WAKE_SYNC,
+    WakeCtx, WakerContext,
 };
 
 /// Nice-0 load weight, the unit of CpuSnapshot::load.
@@ -68,7 +69,13 @@ pub struct Placement {
 pub fn topology_from_scx(topo: &scx_utils::Topology) -> anyhow::Result<Topology> {
     let nr = topo.all_cpus.keys().max().map_or(0, |m| m + 1);
     let mut descs = vec![
-        CpuDesc { core: u32::MAX, llc: u32::MAX, node: 0, online: false, capacity: 1024 };
+        CpuDesc {
+            core: u32::MAX,
+            llc: u32::MAX,
+            node: 0,
+            online: false,
+            capacity: 1024
+        };
         nr
     ];
     for cpu in topo.all_cpus.values() {
@@ -87,7 +94,8 @@ pub fn topology_from_scx(topo: &scx_utils::Topology) -> anyhow::Result<Topology>
             d.llc = 1_000_000 + i as u32;
         }
     }
-    Topology::from_cpus(&descs).map_err(|e| anyhow::anyhow!("building the placement topology: {e:?}"))
+    Topology::from_cpus(&descs)
+        .map_err(|e| anyhow::anyhow!("building the placement topology: {e:?}"))
 }
 
 /// The per-task state fair.c keeps in task_struct, as we keep it between
@@ -131,7 +139,12 @@ pub struct Placer {
 }
 
 impl Placer {
-    pub fn new(topo: Topology, config: Config, agent_pid: i32, slice_ns: u64) -> anyhow::Result<Placer> {
+    pub fn new(
+        topo: Topology,
+        config: Config,
+        agent_pid: i32,
+        slice_ns: u64,
+    ) -> anyhow::Result<Placer> {
         let n = topo.nr_cpus();
         let delayed = DelayedDequeue::new(n, config.delayed_dequeue);
         let engine = Engine::new(topo, config).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -173,7 +186,8 @@ impl Placer {
     /// Apply a runtime flag change (`scx_wakelab set`); validated by the engine.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         self.engine.set(key, value).map_err(|e| e.to_string())?;
-        self.delayed.set_enabled(self.engine.config().delayed_dequeue);
+        self.delayed
+            .set_enabled(self.engine.config().delayed_dequeue);
         Ok(())
     }
 
@@ -190,14 +204,29 @@ impl Placer {
         self.idle_cpus.clear();
         // One decay factor for the interval since the last batch, for all CPUs.
         let util_dt = now_ns.saturating_sub(self.util_last_ns);
-        let util_decay = if self.util_last_ns != 0 && util_dt > 0 { Some(pelt_decay(util_dt)) } else { None };
+        let util_decay = if self.util_last_ns != 0 && util_dt > 0 {
+            Some(pelt_decay(util_dt))
+        } else {
+            None
+        };
         if util_dt > 0 {
             self.util_last_ns = now_ns;
         }
         for cpu in 0..self.snaps.len() {
             let Some(cs) = states.get(cpu) else { break };
             // SAFETY: volatile loads from the mmap'ed .bss that BPF writes.
-            let (idle, curr, runnable, ttwu, queued, last_idle, free_since, own_until, busy, run_start) = unsafe {
+            let (
+                idle,
+                curr,
+                runnable,
+                ttwu,
+                queued,
+                last_idle,
+                free_since,
+                own_until,
+                busy,
+                run_start,
+            ) = unsafe {
                 (
                     std::ptr::read_volatile(&cs.idle) != 0,
                     std::ptr::read_volatile(&cs.curr_pid),
@@ -206,7 +235,9 @@ impl Placer {
                     std::ptr::read_volatile(&cs.dsq_queued),
                     std::ptr::read_volatile(&cs.last_idle_ns),
                     std::ptr::read_volatile(&cs.free_since_ns),
-                    own_wakee_until.get(cpu).map_or(0, |u| std::ptr::read_volatile(u)),
+                    own_wakee_until
+                        .get(cpu)
+                        .map_or(0, |u| std::ptr::read_volatile(u)),
                     std::ptr::read_volatile(&cs.busy_ns),
                     std::ptr::read_volatile(&cs.run_start_ns),
                 )
@@ -214,7 +245,12 @@ impl Placer {
             // Running time so far, the current run included. The two fields
             // are read apart: a stop in between shows less than before, and
             // the next batch counts what this one missed.
-            let busy = busy + if run_start != 0 { now_ns.saturating_sub(run_start) } else { 0 };
+            let busy = busy
+                + if run_start != 0 {
+                    now_ns.saturating_sub(run_start)
+                } else {
+                    0
+                };
             if let Some(decay) = util_decay {
                 let ran = busy.saturating_sub(self.util_busy_ns[cpu]);
                 self.util_avg[cpu] = pelt_step(self.util_avg[cpu], ran, util_dt, decay);
@@ -264,7 +300,11 @@ impl Placer {
     pub fn on_sleep(&mut self, msg: &wakeup_msg) {
         let lag = self.slice_ns as i64 - msg.exec_runtime as i64;
         let cpu = msg.task_cpu.max(0) as usize;
-        if self.delayed.on_sleep(cpu, msg.pid as u32, lag, msg.enqueue_ns) && cpu < self.snaps.len() {
+        if self
+            .delayed
+            .on_sleep(cpu, msg.pid as u32, lag, msg.enqueue_ns)
+            && cpu < self.snaps.len()
+        {
             self.snaps[cpu].nr_delayed += 1;
             self.snaps[cpu].nr_running += 1;
         }
@@ -274,14 +314,21 @@ impl Placer {
     pub fn place(&mut self, msg: &wakeup_msg) -> Placement {
         let nr = self.nr_cpus();
         let pid = msg.pid as u32;
-        let now = if msg.select_ns != 0 { msg.select_ns } else { msg.enqueue_ns };
+        let now = if msg.select_ns != 0 {
+            msg.select_ns
+        } else {
+            msg.enqueue_ns
+        };
         let prev = (msg.prev_cpu.max(0) as usize).min(nr.saturating_sub(1));
 
         if msg.flags & WL_MSG_WAKEUP != 0
             && let Some(cpu) = self.delayed.on_wake(pid)
         {
             self.take_slot(cpu);
-            return Placement { cpu, outcome: Outcome::DelayedRequeue };
+            return Placement {
+                cpu,
+                outcome: Outcome::DelayedRequeue,
+            };
         }
 
         let mut task = self.task_state(pid, prev);
@@ -290,7 +337,11 @@ impl Placer {
         task.load = msg.weight * NICE_0_LOAD / 100;
 
         let selected = msg.flags & WL_MSG_SELECTED != 0;
-        let waker_cpu = if selected { (msg.waker_cpu.max(0) as usize).min(nr - 1) } else { prev };
+        let waker_cpu = if selected {
+            (msg.waker_cpu.max(0) as usize).min(nr - 1)
+        } else {
+            prev
+        };
         let waker_pid = msg.waker_pid as u32;
         let mut waker = self.task_state(waker_pid, waker_cpu);
         waker.is_per_cpu_kthread = msg.flags & WL_MSG_WAKER_PCPU_KTHREAD != 0;
@@ -336,10 +387,21 @@ impl Placer {
             }
         }
         // Trace mode copies the inputs before the engine updates them.
-        let before = self.trace.as_ref().map(|_| (task, wake, self.engine.llc_states().to_vec()));
+        let before = self
+            .trace
+            .as_ref()
+            .map(|_| (task, wake, self.engine.llc_states().to_vec()));
         let d = self.engine.select_cpu(&self.snaps, &mut task, &mut wake);
         if let (Some(tx), Some((t0, w0, llc0))) = (&self.trace, before) {
-            let rec = TraceRecord::new(self.engine.topology(), self.engine.config(), &llc0, &self.snaps, &t0, &w0, &d);
+            let rec = TraceRecord::new(
+                self.engine.topology(),
+                self.engine.config(),
+                &llc0,
+                &self.snaps,
+                &t0,
+                &w0,
+                &d,
+            );
             if tx.try_send(rec).is_err() {
                 self.trace_dropped += 1;
             }
@@ -360,7 +422,10 @@ impl Placer {
         }
         self.store(&task, now);
         self.take_slot(d.cpu);
-        Placement { cpu: d.cpu, outcome: Outcome::Engine }
+        Placement {
+            cpu: d.cpu,
+            outcome: Outcome::Engine,
+        }
     }
 
     fn task_state(&self, pid: u32, prev: usize) -> TaskState {
@@ -402,7 +467,8 @@ impl Placer {
             return;
         }
         self.last_sweep_ns = now;
-        self.tasks.retain(|_, t| now.saturating_sub(t.seen_ns) < TASK_TTL_NS);
+        self.tasks
+            .retain(|_, t| now.saturating_sub(t.seen_ns) < TASK_TTL_NS);
     }
 }
 
@@ -429,7 +495,11 @@ fn pelt_step(avg: f64, ran_ns: u64, dt_ns: u64, decay: f64) -> f64 {
 fn allowed_set(msg: &wakeup_msg, nr: usize) -> CpuSet {
     let mut set = CpuSet::new();
     for cpu in 0..nr {
-        if msg.cpus_allowed.get(cpu / 64).is_some_and(|w| w & (1u64 << (cpu % 64)) != 0) {
+        if msg
+            .cpus_allowed
+            .get(cpu / 64)
+            .is_some_and(|w| w & (1u64 << (cpu % 64)) != 0)
+        {
             set.set(cpu);
         }
     }
@@ -439,9 +509,18 @@ fn allowed_set(msg: &wakeup_msg, nr: usize) -> CpuSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::live::bpf_intf::{waker_context_WAKER_TASK as WAKER_TASK, wakeup_msg_flags_WL_MSG_SELECTED};
+    use crate::live::bpf_intf::{
+        waker_context_WAKER_TASK as WAKER_TASK, wakeup_msg_flags_WL_MSG_SELECTED,
+    };
 
-    fn msg(pid: i32, prev: i32, waker_cpu: i32, sync: bool, ctx: u32, waker_runnable: u32) -> wakeup_msg {
+    fn msg(
+        pid: i32,
+        prev: i32,
+        waker_cpu: i32,
+        sync: bool,
+        ctx: u32,
+        waker_runnable: u32,
+    ) -> wakeup_msg {
         // SAFETY: wakeup_msg is plain integers; all-zero is a valid value.
         let mut m: wakeup_msg = unsafe { std::mem::zeroed() };
         m.pid = pid;
@@ -461,13 +540,15 @@ mod tests {
 
     fn states(busy: &[usize]) -> Vec<cpu_state> {
         (0..8)
-            .map(|c| {
-                cpu_state {
-                    idle: (!busy.contains(&c)) as u32,
-                    curr_pid: if busy.contains(&c) { 4000 + c as i32 } else { 0 },
-                    nr_runnable: busy.contains(&c) as u32,
-                    ..Default::default()
-                }
+            .map(|c| cpu_state {
+                idle: (!busy.contains(&c)) as u32,
+                curr_pid: if busy.contains(&c) {
+                    4000 + c as i32
+                } else {
+                    0
+                },
+                nr_runnable: busy.contains(&c) as u32,
+                ..Default::default()
             })
             .collect()
     }
@@ -511,7 +592,10 @@ mod tests {
         let mut m2 = msg(11, 2, 6, false, WAKER_TASK, 1);
         m2.waker_pid = 1001;
         let second = p.place(&m2).cpu;
-        assert_ne!(second, 2, "second task must not stack on the CPU just given away");
+        assert_ne!(
+            second, 2,
+            "second task must not stack on the CPU just given away"
+        );
     }
 
     /// A CPU whose task stopped after the wake-up was selected was busy at
@@ -527,7 +611,11 @@ mod tests {
             p.begin_batch(&st, &[], select + 1_000_000);
             // Non-sync wake-up from CPU 6 of a task that last ran on CPU 2.
             let cpu = p.place(&msg(10, 2, 6, false, WAKER_TASK, 1)).cpu;
-            assert_eq!(cpu == 2, want_prev, "free since {free_since}: placed on {cpu}");
+            assert_eq!(
+                cpu == 2,
+                want_prev,
+                "free since {free_since}: placed on {cpu}"
+            );
             // The snapshot itself is left as read, for the next wake-up.
             assert!(p.snaps[2].available_idle() || cpu == 2);
         }
@@ -598,8 +686,11 @@ mod tests {
             m.select_ns = now;
             let cpu = p.place(&m).cpu;
             let overloaded = p.engine().counters().sis_util_overloaded;
-            assert_eq!((cpu == 3, overloaded == 0), (want_search, want_search),
-                       "busy {share_pct}% (util {util}): placed on {cpu}, overloaded {overloaded}");
+            assert_eq!(
+                (cpu == 3, overloaded == 0),
+                (want_search, want_search),
+                "busy {share_pct}% (util {util}): placed on {cpu}, overloaded {overloaded}"
+            );
         }
     }
 

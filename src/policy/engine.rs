@@ -804,8 +804,7 @@ impl<'a> Step<'a> {
         // the target's cache.  Only an eligible CPU is an attempt, a hit or a miss; one in
         // another LLC is never examined, so counting it as a miss would lower the hit rate
         // that 89aafd67's changelog reports (57.14% -> 85.32% on perf bench pipe).
-        let eligible =
-            recent != prev && recent != target && self.topo.share_cache(recent, target);
+        let eligible = recent != prev && recent != target && self.topo.share_cache(recent, target);
         let usable = eligible && self.idle_or_sched_idle(recent);
 
         match mode {
@@ -1087,7 +1086,11 @@ impl Step<'_> {
             let mut best: Option<(usize, u32, u64)> = None;
             for (i, c) in candidates.iter().enumerate() {
                 let src = c.src_cpu;
-                if src == cpu || c.cache_hot || !span.contains(src) || !c.allowed_or_all(n).contains(cpu) {
+                if src == cpu
+                    || c.cache_hot
+                    || !span.contains(src)
+                    || !c.allowed_or_all(n).contains(cpu)
+                {
                     continue;
                 }
                 let nr = self.runnable(src);
