@@ -47,6 +47,22 @@ enum wakelab_consts {
 	WL_CPU_ANY		= -1,
 };
 
+/*
+ * The hops of one wake-up through the agent, each timed on one clock
+ * (CLOCK_MONOTONIC: bpf_ktime_get_ns() in BPF, clock_gettime() in the agent;
+ * scx_bpf_now() is the rq clock and is not comparable). Each hop has a log2
+ * histogram (WL_LAT_BUCKETS): BPF owns the rows it measures (bss hop_hist),
+ * the agent the rows it measures (its own metrics).
+ */
+enum wl_hop {
+	WL_HOP_SELECT_ENQUEUE	= 0,	/* ops.select_cpu -> ops.enqueue (BPF) */
+	WL_HOP_ENQUEUE_READ	= 1,	/* ops.enqueue -> the agent reads it (agent) */
+	WL_HOP_READ_COMMIT	= 2,	/* read -> decision handed to BPF (agent) */
+	WL_HOP_COMMIT_APPLY	= 3,	/* handed over -> task queued on its CPU (BPF) */
+	WL_HOP_APPLY_RUN	= 4,	/* queued on its CPU -> running (BPF) */
+	WL_NR_HOPS		= 5,
+};
+
 /* Context the waker ran in when it called try_to_wake_up(). */
 enum waker_context {
 	WAKER_TASK		= 0,
@@ -102,6 +118,7 @@ struct wakeup_msg {
 	u64 enq_cnt;		/* generation: a decision must echo it */
 	u64 select_ns;		/* when ops.select_cpu() ran */
 	u64 enqueue_ns;		/* when ops.enqueue() queued it to the agent */
+	u64 enqueue_mono_ns;	/* the same moment on CLOCK_MONOTONIC (wl_hop) */
 	u64 weight;		/* p->scx.weight (100 = nice 0) */
 	u64 exec_runtime;	/* ns run since the task last went to sleep
 				 * (WL_MSG_SLEEP: ns run in the period that
@@ -117,6 +134,7 @@ struct decision_msg {
 	u64 enq_cnt;		/* echoed from wakeup_msg: stale ones are dropped */
 	u64 slice_ns;		/* 0 = default slice */
 	u64 enqueue_ns;		/* echoed: BPF measures enqueue -> run latency */
+	u64 committed_ns;	/* CLOCK_MONOTONIC when the agent handed it over */
 };
 
 /*

@@ -158,6 +158,16 @@ volatile u64 nr_idle_agent_kicks;
  */
 volatile u64 enqueue_to_run_hist[WL_LAT_BUCKETS];
 
+/* The hops BPF times (enum wl_hop; the agent's rows stay zero here). */
+volatile u64 hop_hist[WL_NR_HOPS][WL_LAT_BUCKETS];
+
+/*
+ * The agent's own scheduling, reported apart from the workload's: times it
+ * started running, and the part of those on another CPU than its last (each
+ * a task migration that CFS, having no agent, would never make).
+ */
+volatile u64 nr_agent_runs, nr_agent_migrations;
+
 /*
  * Handshake with the agent. nr_ring_msgs - agent_consumed is what waits in
  * the ring; agent_backlog is what the agent holds that it could not
@@ -251,6 +261,9 @@ struct task_ctx {
 	u64 enq_cnt;
 	/* When the task was queued to the agent (0 when it was not). */
 	u64 enqueue_ns;
+	/* CLOCK_MONOTONIC stamps for the hop histograms (enum wl_hop). */
+	u64 select_mono_ns;
+	u64 applied_mono_ns;
 	/* Wake-up context recorded by ops.select_cpu(), used by ops.enqueue(). */
 	u64 wake_flags;
 	u64 select_ns;
@@ -395,6 +408,18 @@ static u32 log2_bucket(u64 v)
 			break;
 	}
 	return b;
+}
+
+/* Count @from -> now (CLOCK_MONOTONIC) in hop @hop's histogram; 0 = no stamp. */
+static void hop_record(u32 hop, u64 from, u64 now)
+{
+	u32 b;
+
+	if (!from || hop >= WL_NR_HOPS)
+		return;
+	b = log2_bucket(time_delta(now, from));
+	if (b < WL_LAT_BUCKETS)
+		__sync_fetch_and_add(&hop_hist[hop][b], 1);
 }
 
 /*
@@ -570,6 +595,7 @@ s32 BPF_STRUCT_OPS(wakelab_select_cpu, struct task_struct *p, s32 prev_cpu,
 
 	tctx->wake_flags = wake_flags;
 	tctx->select_ns = scx_bpf_now();
+	tctx->select_mono_ns = bpf_ktime_get_ns();
 	tctx->prev_cpu = prev_cpu;
 	tctx->waker_cpu = bpf_get_smp_processor_id();
 	tctx->waker_pid = waker->pid;
@@ -635,8 +661,12 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 
 	tctx->enq_cnt++;
 	tctx->enqueue_ns = now;
+	tctx->applied_mono_ns = 0;
 
 	msg->kind = WL_MSG_ENQUEUE;
+	msg->enqueue_mono_ns = bpf_ktime_get_ns();
+	if (selected)
+		hop_record(WL_HOP_SELECT_ENQUEUE, tctx->select_mono_ns, msg->enqueue_mono_ns);
 	msg->pid = p->pid;
 	msg->task_cpu = scx_bpf_task_cpu(p);
 	msg->nr_cpus_allowed = p->nr_cpus_allowed;
@@ -816,6 +846,8 @@ insert:
 		goto out;
 	}
 	tctx->awaiting_agent = 0;
+	tctx->applied_mono_ns = bpf_ktime_get_ns();
+	hop_record(WL_HOP_COMMIT_APPLY, d->committed_ns, tctx->applied_mono_ns);
 	__sync_fetch_and_add(&nr_agent_dispatches, 1);
 	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 out:
@@ -1207,6 +1239,9 @@ void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
 	}
 	if (is_agent(p)) {
 		agent_last_run_ns = now;
+		__sync_fetch_and_add(&nr_agent_runs, 1);
+		if (agent_cpu >= 0 && agent_cpu != cpu)
+			__sync_fetch_and_add(&nr_agent_migrations, 1);
 		agent_cpu = cpu;
 		return;
 	}
@@ -1225,6 +1260,10 @@ void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
 		if (b < WL_LAT_BUCKETS)
 			__sync_fetch_and_add(&enqueue_to_run_hist[b], 1);
 		tctx->enqueue_ns = 0;
+	}
+	if (tctx->applied_mono_ns) {
+		hop_record(WL_HOP_APPLY_RUN, tctx->applied_mono_ns, bpf_ktime_get_ns());
+		tctx->applied_mono_ns = 0;
 	}
 }
 

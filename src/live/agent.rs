@@ -17,15 +17,17 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow};
 use libbpf_rs::OpenObject;
 use log::{info, warn};
-use scx_utils::{UserExitInfo, compat, scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report};
+use scx_utils::{
+    UserExitInfo, compat, scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report,
+};
 
+use super::bpf_intf::wakeup_msg_kind_WL_MSG_SLEEP as WL_MSG_SLEEP;
 use super::bpf_intf::{self, decision_msg, wakeup_msg};
 use super::bpf_skel::*;
-use super::libbpf_log;
-use super::bpf_intf::wakeup_msg_kind_WL_MSG_SLEEP as WL_MSG_SLEEP;
 use super::control::ControlQueue;
+use super::libbpf_log;
 use super::placement::{Outcome, Placer};
-use super::stats::LiveMetrics;
+use super::stats::{HOP_ENQUEUE_READ, HOP_READ_COMMIT, LiveMetrics};
 
 /// What the agent needs from the command line.
 #[derive(Clone, Debug)]
@@ -87,7 +89,11 @@ impl<'a> Agent<'a> {
         let mut skel = scx_ops_open!(builder, open_object, wakelab_ops, open_opts)
             .context("opening the BPF component")?;
 
-        let rodata = skel.maps.rodata_data.as_mut().ok_or_else(|| anyhow!("BPF .rodata is not mapped"))?;
+        let rodata = skel
+            .maps
+            .rodata_data
+            .as_mut()
+            .ok_or_else(|| anyhow!("BPF .rodata is not mapped"))?;
         // The scheduling thread is this thread; the rest of the process
         // (stats, signal handling) are its helpers.
         rodata.agent_pid = unsafe { libc::gettid() };
@@ -120,7 +126,9 @@ impl<'a> Agent<'a> {
             Err(e) => {
                 let tail = libbpf_log::tail();
                 return Err(match libbpf_log::verifier_reason(&tail) {
-                    Some(reason) => anyhow!("loading the BPF component failed: the verifier said: {reason} (run with -v for the full log)"),
+                    Some(reason) => anyhow!(
+                        "loading the BPF component failed: the verifier said: {reason} (run with -v for the full log)"
+                    ),
                     None => anyhow!("loading the BPF component failed: {e:#}"),
                 });
             }
@@ -155,7 +163,10 @@ impl<'a> Agent<'a> {
             let param = libc::sched_param { sched_priority: 0 };
             const SCHED_EXT: i32 = 7;
             if unsafe { libc::sched_setscheduler(0, SCHED_EXT, &param) } != 0 {
-                return Err(anyhow!("switching the agent to SCHED_EXT failed: {}", std::io::Error::last_os_error()));
+                return Err(anyhow!(
+                    "switching the agent to SCHED_EXT failed: {}",
+                    std::io::Error::last_os_error()
+                ));
             }
         }
 
@@ -200,7 +211,7 @@ impl<'a> Agent<'a> {
                 if n < 0 {
                     warn!("consuming the wakeup ring failed: {n}");
                 }
-                self.place_inbox();
+                self.place_inbox(monotonic_ns());
             }
             self.apply_control();
             self.publish(false);
@@ -214,7 +225,8 @@ impl<'a> Agent<'a> {
         uei_report!(&self.skel, uei)
     }
 
-    fn place_inbox(&mut self) {
+    /// Decide every message of the inbox, read at `read_ns` (CLOCK_MONOTONIC).
+    fn place_inbox(&mut self, read_ns: u64) {
         let msgs = std::mem::take(&mut *self.inbox.borrow_mut());
         if msgs.is_empty() {
             self.inbox.replace(msgs);
@@ -225,13 +237,19 @@ impl<'a> Agent<'a> {
         // BPF wakes us for wake-ups only; sleep reports ride along.
         bss.agent_consumed_wakeups += msgs.iter().filter(|m| m.kind != WL_MSG_SLEEP).count() as u64;
         let now = msgs.iter().map(|m| m.enqueue_ns).max().unwrap_or(0);
-        self.placer.begin_batch(&bss.cpu_state[..], &bss.own_wakee_until[..], now);
+        self.placer
+            .begin_batch(&bss.cpu_state[..], &bss.own_wakee_until[..], now);
+        let mut pushed = 0;
         for msg in &msgs {
             if msg.kind == WL_MSG_SLEEP {
                 self.local.sleep_events += 1;
                 self.placer.on_sleep(msg);
                 continue;
             }
+            self.local.record_hop(
+                HOP_ENQUEUE_READ,
+                read_ns.saturating_sub(msg.enqueue_mono_ns),
+            );
             let placed = self.placer.place(msg);
             self.local.nr_decisions += 1;
             if placed.outcome == Outcome::DelayedRequeue {
@@ -250,7 +268,17 @@ impl<'a> Agent<'a> {
                 enq_cnt: msg.enq_cnt,
                 slice_ns: 0,
                 enqueue_ns: msg.enqueue_ns,
+                committed_ns: 0,
             });
+            pushed += 1;
+        }
+        // Handed over now: one clock read for the batch.
+        let committed = monotonic_ns();
+        let start = self.backlog.len() - pushed;
+        for d in self.backlog.iter_mut().skip(start) {
+            d.committed_ns = committed;
+            self.local
+                .record_hop(HOP_READ_COMMIT, committed.saturating_sub(read_ns));
         }
         let mut msgs = msgs;
         msgs.clear();
@@ -283,9 +311,16 @@ impl<'a> Agent<'a> {
     /// try_lock: the control thread never holds the queue for long, and a
     /// busy queue is simply looked at next time.
     fn apply_control(&mut self) {
-        let Some(requests) = self.control.try_take() else { return };
+        let Some(requests) = self.control.try_take() else {
+            return;
+        };
         for req in requests {
-            let old = self.placer.engine().config().get(&req.key).unwrap_or_default();
+            let old = self
+                .placer
+                .engine()
+                .config()
+                .get(&req.key)
+                .unwrap_or_default();
             let reply = match self.placer.set(&req.key, &req.value) {
                 Ok(()) => {
                     self.local.config_changes += 1;
@@ -304,14 +339,24 @@ impl<'a> Agent<'a> {
         if !force && self.last_publish.elapsed() < PUBLISH_EVERY {
             return;
         }
-        let Some(bss) = self.skel.maps.bss_data.as_ref() else { return };
+        let Some(bss) = self.skel.maps.bss_data.as_ref() else {
+            return;
+        };
         self.local.absorb_bpf(bss);
         self.local.policy = *self.placer.engine().counters();
         self.local.trace_dropped = self.placer.trace_dropped;
         // publish() runs on the scheduling thread: its clock is the agent's.
         self.local.agent_cpu_ns = cpu_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
         self.local.process_cpu_ns = cpu_clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
-        let guard = if force { self.metrics.lock().ok() } else { self.metrics.try_lock().ok() };
+        (
+            self.local.agent_voluntary_switches,
+            self.local.agent_involuntary_switches,
+        ) = thread_switches();
+        let guard = if force {
+            self.metrics.lock().ok()
+        } else {
+            self.metrics.try_lock().ok()
+        };
         if let Some(mut m) = guard {
             *m = self.local.clone();
             self.last_publish = Instant::now();
@@ -319,9 +364,27 @@ impl<'a> Agent<'a> {
     }
 }
 
-/// CPU time consumed so far on `clock` (a thread or process CPU-time clock), ns.
+/// CLOCK_MONOTONIC now, ns: the clock of BPF's bpf_ktime_get_ns(), for hop times.
+fn monotonic_ns() -> u64 {
+    cpu_clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// The calling thread's (voluntary, involuntary) context switches so far.
+fn thread_switches() -> (u64, u64) {
+    // SAFETY: getrusage writes only to the struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return (0, 0);
+    }
+    (ru.ru_nvcsw as u64, ru.ru_nivcsw as u64)
+}
+
+/// Time consumed so far on `clock` (a CPU-time clock, or CLOCK_MONOTONIC), ns.
 fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes only to the timespec we pass.
     if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
         return 0;

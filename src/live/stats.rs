@@ -14,6 +14,48 @@ use super::bpf_skel::types::bss;
 
 pub const LAT_BUCKETS: usize = 40;
 
+/// The hops of a wake-up through the agent (bpf/intf.h, enum wl_hop), in order,
+/// with the names `stats --json` and the lab use.
+pub const HOPS: [&str; 5] = [
+    "select_enqueue",
+    "enqueue_read",
+    "read_commit",
+    "commit_apply",
+    "apply_run",
+];
+/// The hops the agent times itself; BPF times the others.
+pub const HOP_ENQUEUE_READ: usize = 1;
+pub const HOP_READ_COMMIT: usize = 2;
+
+/// log2 histogram bucket of `ns` (bucket i: [2^i, 2^(i+1)) ns), as BPF's log2_bucket().
+pub fn log2_bucket(ns: u64) -> usize {
+    ((63 - ns.max(1).leading_zeros()) as usize).min(LAT_BUCKETS - 1)
+}
+
+/// Percentile (0..100) of a log2 histogram, in ns (the bucket's upper bound).
+pub fn hist_percentile_ns(hist: &[u64], pct: f64) -> Option<u64> {
+    let total: u64 = hist.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let want = ((total as f64) * pct / 100.0).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    for (i, n) in hist.iter().enumerate() {
+        seen += n;
+        if seen >= want {
+            return Some(2u64 << i);
+        }
+    }
+    None
+}
+
+fn hist_delta(new: &[u64], old: &[u64]) -> Vec<u64> {
+    new.iter()
+        .enumerate()
+        .map(|(i, n)| n.saturating_sub(old.get(i).copied().unwrap_or(0)))
+        .collect()
+}
+
 /// Declares LiveMetrics from its counter names, once, with `delta`.
 macro_rules! live_metrics {
     ($($(#[$doc:meta])* $field:ident),* $(,)?) => {
@@ -23,6 +65,8 @@ macro_rules! live_metrics {
             $($(#[$doc])* pub $field: u64,)*
             /// log2 buckets (ns) of enqueue -> running on the chosen CPU.
             pub enqueue_to_run_hist: Vec<u64>,
+            /// One log2 histogram (ns) per hop of HOPS, on CLOCK_MONOTONIC.
+            pub hop_hist: Vec<Vec<u64>>,
             /// The placement engine's counters (schedstat names).
             pub policy: Counters,
         }
@@ -32,11 +76,12 @@ macro_rules! live_metrics {
             pub fn delta(&self, old: &LiveMetrics) -> LiveMetrics {
                 LiveMetrics {
                     $($field: self.$field.saturating_sub(old.$field),)*
-                    enqueue_to_run_hist: self
-                        .enqueue_to_run_hist
+                    enqueue_to_run_hist: hist_delta(&self.enqueue_to_run_hist, &old.enqueue_to_run_hist),
+                    hop_hist: self
+                        .hop_hist
                         .iter()
                         .enumerate()
-                        .map(|(i, n)| n.saturating_sub(old.enqueue_to_run_hist.get(i).copied().unwrap_or(0)))
+                        .map(|(i, h)| hist_delta(h, old.hop_hist.get(i).map_or(&[], |o| o.as_slice())))
                         .collect(),
                     policy: self.policy.diff(&old.policy),
                 }
@@ -62,6 +107,10 @@ live_metrics! {
     agent_cpu_ns,
     /// CPU time of the whole process (agent, stats, control, trace threads), ns.
     process_cpu_ns,
+    /// The scheduling thread's voluntary and involuntary context switches
+    /// (getrusage RUSAGE_THREAD): the agent's own, not the workload's.
+    agent_voluntary_switches,
+    agent_involuntary_switches,
     // Copied from BPF's .bss (bpf/main.bpf.c documents each).
     nr_queued_to_agent,
     nr_sleep_msgs,
@@ -92,6 +141,8 @@ live_metrics! {
     nr_idle_balance_nothing,
     nr_idle_balance_cache_hot,
     nr_newidle_wait_own_wakee,
+    nr_agent_runs,
+    nr_agent_migrations,
 }
 
 impl LiveMetrics {
@@ -138,42 +189,66 @@ impl LiveMetrics {
         rd!(nr_idle_balance_pulls);
         rd!(nr_idle_balance_nothing);
         rd!(nr_idle_balance_cache_hot);
+        rd!(nr_agent_runs);
+        rd!(nr_agent_migrations);
         self.enqueue_to_run_hist.resize(LAT_BUCKETS, 0);
         for (i, v) in self.enqueue_to_run_hist.iter_mut().enumerate() {
             *v = unsafe { std::ptr::read_volatile(&b.enqueue_to_run_hist[i]) };
         }
+        self.hop_hist.resize(HOPS.len(), Vec::new());
+        for (hop, row) in self.hop_hist.iter_mut().enumerate() {
+            row.resize(LAT_BUCKETS, 0);
+            if hop == HOP_ENQUEUE_READ || hop == HOP_READ_COMMIT {
+                continue; // the agent's own rows
+            }
+            for (i, v) in row.iter_mut().enumerate() {
+                *v = unsafe { std::ptr::read_volatile(&b.hop_hist[hop][i]) };
+            }
+        }
+    }
+
+    /// Count one sample of an agent-timed hop.
+    pub fn record_hop(&mut self, hop: usize, ns: u64) {
+        if self.hop_hist.len() < HOPS.len() {
+            self.hop_hist.resize(HOPS.len(), Vec::new());
+        }
+        let row = &mut self.hop_hist[hop];
+        if row.len() < LAT_BUCKETS {
+            row.resize(LAT_BUCKETS, 0);
+        }
+        row[log2_bucket(ns)] += 1;
     }
 
     /// Percentile (0..100) of the enqueue->run histogram, in ns (bucket
     /// upper bound), or None when empty.
     pub fn latency_percentile_ns(&self, pct: f64) -> Option<u64> {
-        let total: u64 = self.enqueue_to_run_hist.iter().sum();
-        if total == 0 {
-            return None;
-        }
-        let want = ((total as f64) * pct / 100.0).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (i, n) in self.enqueue_to_run_hist.iter().enumerate() {
-            seen += n;
-            if seen >= want {
-                return Some(2u64 << i);
-            }
-        }
-        None
+        hist_percentile_ns(&self.enqueue_to_run_hist, pct)
     }
 
     /// One stats line block, scx style.
     pub fn format(&self, secs: f64) -> String {
         let mut s = String::new();
         let rate = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
-        let pct = |n: u64, d: u64| if d > 0 { 100.0 * n as f64 / d as f64 } else { 0.0 };
+        let pct = |n: u64, d: u64| {
+            if d > 0 {
+                100.0 * n as f64 / d as f64
+            } else {
+                0.0
+            }
+        };
         let lat = |p| {
             self.latency_percentile_ns(p)
                 .map(|ns| format!("{:.0}us", ns as f64 / 1000.0))
                 .unwrap_or_else(|| "-".into())
         };
         // Of one CPU, over the interval.
-        let cpu_pct = |ns: u64| if secs > 0.0 { 100.0 * ns as f64 / 1e9 / secs } else { 0.0 };
+        let cpu_pct = |ns: u64| {
+            if secs > 0.0 {
+                100.0 * ns as f64 / 1e9 / secs
+            } else {
+                0.0
+            }
+        };
         let p = &self.policy;
         let _ = writeln!(
             s,
@@ -241,6 +316,35 @@ impl LiveMetrics {
             lat(99.0),
             cpu_pct(self.agent_cpu_ns),
             cpu_pct(self.process_cpu_ns)
+        );
+        let us = |h: &[u64], p| {
+            hist_percentile_ns(h, p)
+                .map(|ns| format!("{:.0}", ns as f64 / 1000.0))
+                .unwrap_or_else(|| "-".into())
+        };
+        let hops: Vec<String> = HOPS
+            .iter()
+            .zip(&self.hop_hist)
+            .map(|(name, h)| format!("{name} {}/{}", us(h, 50.0), us(h, 99.0)))
+            .collect();
+        if !hops.is_empty() {
+            let _ = write!(s, "\nhops p50/p99 us: {}", hops.join(" "));
+        }
+        let _ = write!(
+            s,
+            "\nagent: runs {} migrations {} switches voluntary {} involuntary {} | cpu per 1000 decisions {}",
+            self.nr_agent_runs,
+            self.nr_agent_migrations,
+            self.agent_voluntary_switches,
+            self.agent_involuntary_switches,
+            if self.nr_decisions > 0 {
+                format!(
+                    "{:.1}ms",
+                    self.agent_cpu_ns as f64 / 1e6 * 1000.0 / self.nr_decisions as f64
+                )
+            } else {
+                "-".into()
+            }
         );
         s
     }

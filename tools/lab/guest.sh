@@ -9,6 +9,7 @@
 #   LAB r=REP s=SETTING w=WORKLOAD p=PARAM m=METRIC u=UNIT v=VALUE   one measurement
 #   LABWL r=REP s=SETTING w=WORKLOAD p=PARAM {json}     scx_wakelab counter deltas of one run
 #   LABHIST r=REP s=SETTING [buckets]                   scx_wakelab enqueue->run histogram, per block
+#   LABHOP r=REP s=SETTING [[buckets],...]              scx_wakelab per-hop histograms, per block
 #   LAB-LOG r=REP s=SETTING text                        log lines worth keeping
 #   LAB-END at UPTIME
 # PARAM '-' means none. Every number is measured around one workload run only.
@@ -68,9 +69,11 @@ echo "LAB-META params reps=$REPS hb_loops=$HB_LOOPS pipe_loops=$PIPE_LOOPS qperf
 schedstat() { awk '/^cpu[0-9]/ { d += $9; r += $6 - $7 } END { printf "%.0f %.0f", d, r }' /proc/schedstat; }
 busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 ticks_of() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 }'; }
+# context switches of every thread of process $1 (the scheduler's own, not the workload's)
+switches_of() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
 # numeric counters of `scx_wakelab stats --json`, "name value" lines (config and histogram left out)
 wl_numbers() {
-    sed 's/"config":{[^}]*}//; s/"enqueue_to_run_hist":\[[^]]*\]//' "$1" | tr ',{}' '\n\n\n' |
+    sed 's/"config":{[^}]*}//; s/"enqueue_to_run_hist":\[[^]]*\]//; s/"hop_hist":\[\(\[[0-9,]*\],*\)*\]//' "$1" | tr ',{}' '\n\n\n' |
         sed -n 's/^"\([a-z_0-9]*\)":\([0-9][0-9]*\)$/\1 \2/p'
 }
 wl_snap() { scx_wakelab stats --json >"$1" 2>/dev/null || : >"$1"; }
@@ -82,7 +85,7 @@ out() { echo "LAB r=$REP s=$SNAME w=$W p=$P m=$1 u=$2 v=$3"; }
 measure() {
     echo "$TRIG" >"$EV/trigger" 2>/dev/null
     c0=$(awk '/^ctxt/ { print $2 }' /proc/stat); b0=$(busy_ticks)
-    s0=$(schedstat); a0=""; [ -n "$SPID" ] && a0=$(ticks_of "$SPID")
+    s0=$(schedstat); a0=""; w0=""; [ -n "$SPID" ] && { a0=$(ticks_of "$SPID"); w0=$(switches_of "$SPID"); }
     [ "$KIND" = wakelab ] && wl_snap /tmp/wl.a
     t0=$(upt)
     $TO "$BENCH_TIMEOUT" "$@" >/tmp/run.out 2>&1
@@ -90,7 +93,7 @@ measure() {
     t1=$(upt)
     [ "$KIND" = wakelab ] && wl_snap /tmp/wl.b
     c1=$(awk '/^ctxt/ { print $2 }' /proc/stat); b1=$(busy_ticks); s1=$(schedstat)
-    a1=""; [ -n "$SPID" ] && a1=$(ticks_of "$SPID")
+    a1=""; w1=""; [ -n "$SPID" ] && { a1=$(ticks_of "$SPID"); w1=$(switches_of "$SPID"); }
     cat "$EV/hist" >/tmp/hist 2>/dev/null
     echo "!$TRIG" >"$EV/trigger" 2>/dev/null
     out wall_s s "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')"
@@ -100,14 +103,19 @@ measure() {
     out run_delay_ns ns $(($3 - $1))
     out remote_wakeups count $(($4 - $2))
     [ -n "$a0" ] && [ -n "$a1" ] && out agent_cpu_s s "$(awk -v a="$a0" -v b="$a1" 'BEGIN { printf "%.2f", (b - a) / 100 }')"
-    # migrations: all tasks, and the workload's own (comm in TASKS)
+    [ -n "$w0" ] && [ -n "$w1" ] && out sched_ctxt count $((w1 - w0))
+    # migrations: all tasks but the scheduler's own threads (comm $SCOMM: a user-space
+    # scheduler's moves are not placements of the workload), the scheduler's apart, and
+    # the workload's own (comm in TASKS)
     sed -n 's/.*comm: *\([^,]*[^ ,]\) *, *orig_cpu: *\([0-9]*\), *dest_cpu: *\([0-9]*\) *} *hitcount: *\([0-9]*\).*/\1 \2 \3 \4/p' /tmp/hist |
-        awk -v map="$NODEMAP" -v tasks=" $TASKS " -v pre="LAB r=$REP s=$SNAME w=$W p=$P" '
+        awk -v map="$NODEMAP" -v tasks=" $TASKS " -v sched="$SCOMM" -v pre="LAB r=$REP s=$SNAME w=$W p=$P" '
             BEGIN { n = split(map, w, " "); for (i = 1; i <= n; i++) { split(w[i], p, ":"); node[p[1]] = p[2] } }
+            sched != "" && $1 == sched { sm += $4; next }
             { x = node[$2] != node[$3]; all += $4; if (x) xall += $4
               if (index(tasks, " " $1 " ")) { own += $4; if (x) xown += $4 } }
             END { printf "%s m=migrations u=count v=%d\n%s m=cross_node_migrations u=count v=%d\n", pre, all, pre, xall
-                  printf "%s m=task_migrations u=count v=%d\n%s m=task_cross_node_migrations u=count v=%d\n", pre, own, pre, xown }'
+                  printf "%s m=task_migrations u=count v=%d\n%s m=task_cross_node_migrations u=count v=%d\n", pre, own, pre, xown
+                  if (sched != "") printf "%s m=sched_migrations u=count v=%d\n", pre, sm }'
     # TOP_MIGRATORS=N: log the N task names with the most cross-node migrations
     if [ "${TOP_MIGRATORS:-0}" -gt 0 ]; then
         top=$(sed -n 's/.*comm: *\([^,]*[^ ,]\) *, *orig_cpu: *\([0-9]*\), *dest_cpu: *\([0-9]*\) *} *hitcount: *\([0-9]*\).*/\1 \2 \3 \4/p' /tmp/hist |
@@ -264,7 +272,7 @@ echo "LAB-META settings $(cut -d'|' -f1 "$PLAN" | tr '\n' ' ')"
 # Warm-up under the default scheduler, not recorded: first exec, page cache, tracefs.
 # One run per workload (its first param; the seed-1 scenario without hogs): under the
 # virtual clock every busy vCPU costs wall time.
-KIND=eevdf; SPID=""
+KIND=eevdf; SPID=""; SCOMM=""
 for wp in $(echo "$ALLWL" | awk -F: '!seen[$1]++'); do
     case $wp in seed1-qperf:*) wp=seed1-qperf:plain ;; esac
     run_wl "${wp%%:*}" "${wp#*:}" warm
@@ -280,9 +288,10 @@ while [ $REP -le "$REPS" ]; do
         echo "LAB-BLOCK r=$REP s=$SNAME begin at $(upt)"
         st=$(state)
         [ "$st" = disabled ] || echo "state $st before loading" | logl
-        SPID=""; W=block; P=-
+        SPID=""; SCOMM=""; W=block; P=-
         if [ "$KIND" != eevdf ]; then
             bin=$SNAME; [ "$KIND" = wakelab ] && bin=scx_wakelab
+            SCOMM=$(echo "$bin" | cut -c1-15)
             l0=$(upt)
             $bin $SARGS >/tmp/sched.log 2>&1 </dev/null &
             SPID=$!
@@ -313,6 +322,8 @@ while [ $REP -le "$REPS" ]; do
                 wl_snap /tmp/wl.end
                 h=$(sed -n 's/.*"enqueue_to_run_hist":\(\[[0-9,]*\]\).*/\1/p' /tmp/wl.end)
                 [ -n "$h" ] && echo "LABHIST r=$REP s=$SNAME $h"
+                h=$(sed -n 's/.*"hop_hist":\(\[\(\[[0-9,]*\],*\)*\]\).*/\1/p' /tmp/wl.end)
+                [ -n "$h" ] && echo "LABHOP r=$REP s=$SNAME $h"
             fi
             kill -INT "$SPID" 2>/dev/null
             i=0; while kill -0 "$SPID" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done

@@ -161,6 +161,9 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 RES_RE = re.compile(r"LAB r=(\d+) s=(\S+) w=(\S+) p=(\S*) m=(\S+) u=(\S+) v=(\S*)")
 WL_RE = re.compile(r"LABWL r=(\d+) s=(\S+) w=(\S+) p=(\S*) (\{.*\})")
 HIST_RE = re.compile(r"LABHIST r=(\d+) s=(\S+) (\[[0-9,]*\])")
+HOP_RE = re.compile(r"LABHOP r=(\d+) s=(\S+) (\[.*\])$")
+# scx_wakelab's hops of a wake-up through its agent, in order (src/live/stats.rs HOPS)
+HOPS = ["select_enqueue", "enqueue_read", "read_commit", "commit_apply", "apply_run"]
 LOG_RE = re.compile(r"LAB-LOG r=(\d+) s=(\S+) (.*)$")
 META_RE = re.compile(r"LAB-META (\S+) ?(.*)$")
 BAD_STATUS = ("load_failed", "crashed")
@@ -182,6 +185,7 @@ class Raw:
         self.rows = []       # dicts with the results.csv columns
         self.status = {}     # (setting, rep) -> ok | load_failed | crashed | exit_N
         self.hist = {}       # (setting, rep) -> [bucket counts]
+        self.hops = {}       # (setting, rep) -> [[bucket counts] per hop of HOPS]
         self.block_metrics = {}  # (setting, rep) -> {metric: value} (load_s)
         self.logs = []       # (rep, setting, text)
         self.meta = {}       # key -> [values]
@@ -231,6 +235,14 @@ class Raw:
                 if isinstance(v, (int, float)):
                     self.rows.append({"setting": s, "workload": w, "param": p, "rep": int(rep),
                                       "metric": f"wl:{k}", "unit": "count", "value": float(v)})
+            return
+        m = HOP_RE.match(line)
+        if m:
+            self.lines.append(line)
+            try:
+                self.hops[(m.group(2), int(m.group(1)))] = json.loads(m.group(3))
+            except ValueError:
+                pass
             return
         m = HIST_RE.match(line)
         if m:
@@ -301,17 +313,28 @@ def hist_percentile_ns(counts, pct):
 
 def latency_hist(raw, good_only=True):
     """{setting: summed histogram over its reps, with p50/p99}, cumulative per block
-    (load to stop) as scx_wakelab counts it."""
+    (load to stop) as scx_wakelab counts it; and one entry 'SETTING / hop NAME' per hop of
+    a wake-up through the agent (HOPS), where the run recorded them."""
     out = {}
-    for (s, rep), h in sorted(raw.hist.items()):
-        if good_only and raw.status.get((s, rep)) in BAD_STATUS:
-            continue
-        e = out.setdefault(s, {"reps": [], "counts": [0] * len(h)})
+
+    def add(label, rep, h):
+        e = out.setdefault(label, {"reps": [], "counts": [0] * len(h)})
         if len(e["counts"]) < len(h):
             e["counts"] += [0] * (len(h) - len(e["counts"]))
         for i, n in enumerate(h):
             e["counts"][i] += n
         e["reps"].append(rep)
+
+    for (s, rep), h in sorted(raw.hist.items()):
+        if good_only and raw.status.get((s, rep)) in BAD_STATUS:
+            continue
+        add(s, rep, h)
+    for (s, rep), rows in sorted(raw.hops.items()):
+        if good_only and raw.status.get((s, rep)) in BAD_STATUS:
+            continue
+        for name, h in zip(HOPS, rows):
+            if isinstance(h, list):
+                add(f"{s} / hop {name}", rep, h)
     for s, e in out.items():
         e["total"] = sum(e["counts"])
         e["p50_ns"] = hist_percentile_ns(e["counts"], 50)

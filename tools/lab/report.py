@@ -757,7 +757,7 @@ def ratio_table(lab, rows, metric, eevdf, header):
 
 
 def hist_table(lab):
-    L = ["| setting | decisions | p50 | p99 |", "|---|---|---|---|"]
+    L = ["| setting | samples | p50 | p99 |", "|---|---|---|---|"]
     for label, buckets in lab.hist.items():
         total = sum(c for _, c in buckets)
         p50, p99 = percentile_le(buckets, 50), percentile_le(buckets, 99)

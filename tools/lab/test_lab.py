@@ -82,6 +82,18 @@ class Parser(unittest.TestCase):
         self.assertEqual(h["p50_ns"], 2 << 2)   # 5th of 10 lies in bucket 2
         self.assertEqual(h["p99_ns"], 2 << 4)
 
+    def test_hop_histograms_summed_per_setting_and_hop(self):
+        raw = self.parse()
+        raw.feed("LABHOP r=1 s=wakelab [[1,0],[0,2],[0,0],[3,0],[0,0,5]]")
+        raw.feed("LABHOP r=2 s=wakelab [[1,1],[0,0],[0,0],[0,0],[0,0,1]]")
+        h = lablib.latency_hist(raw)["settings"]
+        self.assertEqual(h["wakelab / hop select_enqueue"]["counts"], [2, 1])
+        self.assertEqual(h["wakelab / hop enqueue_read"]["total"], 2)
+        self.assertEqual(h["wakelab / hop apply_run"]["counts"], [0, 0, 6])
+        self.assertEqual(h["wakelab / hop apply_run"]["reps"], [1, 2])
+        # the guest's line is kept for --from-raw
+        self.assertTrue(any(line.startswith("LABHOP r=2") for line in raw.lines))
+
     def test_results_csv_interface(self):
         raw = self.parse()
         with tempfile.TemporaryDirectory() as d:
