@@ -37,6 +37,17 @@ impl CpuSet {
         CpuSet { words: [0; WORDS] }
     }
 
+    /// The set whose bit `n % 64` of word `n / 64` says whether CPU `n` is in
+    /// it (the kernel's `struct cpumask` layout on 64-bit); words beyond
+    /// `MAX_CPUS` are ignored.
+    pub fn from_words(words: &[u64]) -> Self {
+        let mut s = Self::new();
+        for (w, v) in s.words.iter_mut().zip(words) {
+            *w = *v;
+        }
+        s
+    }
+
     /// CPUs `0..n` (clamped to `MAX_CPUS`).
     pub fn first_n(n: usize) -> Self {
         let mut s = Self::new();
@@ -363,6 +374,16 @@ impl<'de> Deserialize<'de> for CpuSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn from_words_is_the_kernel_cpumask_layout() {
+        let s = CpuSet::from_words(&[0b1011, 0, 1 << 1]);
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 1, 3, 129]);
+        // More words than MAX_CPUS holds: the rest is ignored.
+        let big = vec![u64::MAX; 20];
+        assert_eq!(CpuSet::from_words(&big).count(), MAX_CPUS);
+        assert!(CpuSet::from_words(&[]).is_empty());
+    }
 
     #[test]
     fn wrap_visits_every_cpu_once_starting_at_start() {

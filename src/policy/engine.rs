@@ -955,17 +955,20 @@ impl Engine {
     /// Sets every LLC's idle-core hint to what the snapshot says (an idle core exists or
     /// not), for drivers that do not model idle transitions.
     pub fn sync_idle_core_hints(&mut self, cpus: &[CpuSnapshot]) {
-        let snap = |c: usize| cpus.get(c).unwrap_or(&MISSING_SNAPSHOT);
         for s in self.llc.iter_mut() {
             s.has_idle_cores = false;
         }
-        for c in self.topo.online().iter() {
-            if self
-                .topo
-                .smt_mask(c)
-                .iter()
-                .all(|s| self.topo.is_online(s) && snap(s).available_idle())
-            {
+        // One set of the idle online CPUs, then a mask test per CPU: the live
+        // agent runs this before every batch.
+        let mut idle = CpuSet::new();
+        for (c, s) in cpus.iter().enumerate() {
+            if s.available_idle() {
+                idle.set(c);
+            }
+        }
+        let idle = idle.and(self.topo.online());
+        for c in idle.iter() {
+            if self.topo.smt_mask(c).is_subset_of(&idle) {
                 let l = self.topo.llc_index(c);
                 self.llc[l].has_idle_cores = true;
             }
