@@ -1,19 +1,31 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * scx_wakelab: the contract between the BPF component (bpf/main.bpf.c) and
- * the Rust agent (src/live/). Both sides see these definitions: the BPF
- * program includes this file, the agent gets it through bindgen.
+ * the Rust agent (src/live/, whose only user of these definitions is
+ * src/live/protocol.rs). Both sides see this file: the BPF program includes
+ * it, the agent gets it through bindgen.
  *
- * Two rings carry the traffic:
- *   wakeups   (BPF_MAP_TYPE_RINGBUF, BPF -> agent): one struct wakeup_msg per
- *             task that needs a placement decision, with the wake-up context
- *             recorded on the waker's CPU in ops.select_cpu().
- *   decisions (BPF_MAP_TYPE_USER_RINGBUF, agent -> BPF): one struct
- *             decision_msg per placed task, drained in ops.dispatch().
+ * The life of a wake-up:
+ *   1. ops.select_cpu() records the wake-up's context on the waker's CPU;
+ *      ops.enqueue() sends it to the agent as a struct wakeup_msg through the
+ *      wakeups ring (BPF_MAP_TYPE_RINGBUF, BPF -> agent) and parks the task
+ *      in WL_PARK_DSQ, a queue no CPU consumes.
+ *   2. The agent decides a CPU (struct decision_msg) and hands the decision
+ *      back by one of two transports, chosen at load:
+ *      - the fast lane: it writes a batch into wl_shared.apply_slots and runs
+ *        the SEC("syscall") program apply_decisions (bpf_prog_test_run),
+ *        which moves each decided task from WL_PARK_DSQ to its CPU at once;
+ *      - the fallback, for kernels whose SYSCALL programs may not move
+ *        tasks: the decisions user ring (BPF_MAP_TYPE_USER_RINGBUF, agent ->
+ *        BPF), drained when the agent yields, in ops.dispatch().
+ *      Either way BPF re-checks the task's generation and affinity: no
+ *      decision can lose a task or make the kernel eject us.
+ *   3. The task runs on its CPU; an idle one is woken by the move itself.
  *
- * Per-CPU state the agent needs for every decision lives in a .bss array
- * (struct cpu_state cpu_state[]) that the agent reads through the
- * memory-mapped .bss: no syscall per read.
+ * Everything else the two sides share is in struct wl_shared (one .bss
+ * variable, memory-mapped by the agent: no syscall per read), each field
+ * with its owner (the only side that writes it) and its invariant. Counters
+ * are BPF's alone and are declared in bpf/main.bpf.c.
  */
 #ifndef __WAKELAB_INTF_H
 #define __WAKELAB_INTF_H
@@ -37,6 +49,15 @@ enum wakelab_consts {
 	 */
 	WL_FALLBACK_DSQ		= WL_MAX_CPUS,
 	WL_AGENT_DSQ		= WL_MAX_CPUS + 1,
+	/*
+	 * Tasks awaiting the agent's decision, in arrival order. No CPU
+	 * consumes it: only a decision (or the stall rescue) moves a task out.
+	 */
+	WL_PARK_DSQ		= WL_MAX_CPUS + 2,
+	/* Decisions one apply_decisions run takes (wl_shared.apply_slots). */
+	WL_APPLY_MAX		= 512,
+	/* Agent CPU: not pinned (wl_shared.agent_home_cpu). */
+	WL_NO_HOME_CPU		= -1,
 	/* Entries in each ring. */
 	WL_RING_ENTRIES		= 8192,
 	/* Buckets of the log2 latency histograms (bucket i: [2^i, 2^(i+1)) ns). */
@@ -138,6 +159,15 @@ struct decision_msg {
 };
 
 /*
+ * The context of one apply_decisions run (bpf_prog_test_run's ctx_in): the
+ * batch is wl_shared.apply_slots[0 .. nr).
+ */
+struct apply_args {
+	u32 nr;
+	u32 pad;
+};
+
+/*
  * One CPU's state as last seen by BPF. Written only by BPF, read racily by
  * the agent. Fields copied from struct rq are refreshed in that CPU's
  * ops.dispatch() and, for every CPU, right before the agent is dispatched,
@@ -176,6 +206,83 @@ struct cpu_state {
 	u32 scx_nr_running;	/* rq->scx.nr_running */
 	u32 ttwu_pending;	/* rq->ttwu_pending: queued wake-up in flight */
 	u32 dsq_queued;		/* tasks waiting in this CPU's DSQ */
+};
+
+/*
+ * What BPF and the agent share besides the rings. One .bss variable
+ * (wl_shared in bpf/main.bpf.c), memory-mapped by the agent. "Owner" is the
+ * only side that writes a field; the other reads it racily unless noted.
+ */
+struct wl_shared {
+	/*
+	 * Owner BPF (each CPU for itself, refreshed for all in the agent's
+	 * apply run and before the agent is dispatched): each CPU as last seen.
+	 */
+	struct cpu_state cpu_state[WL_MAX_CPUS];
+	/*
+	 * Ring progress. nr_ring_msgs (owner BPF) counts messages submitted to
+	 * the wakeups ring; agent_consumed (owner agent) those it has read, and
+	 * agent_consumed_wakeups the WL_MSG_ENQUEUE part of them. Invariant:
+	 * nr_ring_msgs - agent_consumed messages wait in the ring, so a spinning
+	 * agent needs no syscall to see new work.
+	 */
+	u64 nr_ring_msgs;
+	u64 agent_consumed;
+	u64 agent_consumed_wakeups;
+	/* Owner agent: decisions it holds that it could not hand over yet. */
+	u64 agent_backlog;
+	/*
+	 * Owner BPF (atomic adds): decisions recorded and not yet carried out
+	 * or dropped; each task_ctx.decision_pending 0 -> 1 exchange adds one,
+	 * each 1 -> 0 takes one away. Non-zero after an apply run means the
+	 * agent read a message before its task was parked: it runs apply
+	 * again (the heartbeat does too).
+	 */
+	u64 decisions_pending;
+	/* Owner BPF: when the agent last started running (rq clock), and where. */
+	u64 agent_last_run_ns;
+	s32 agent_cpu;
+	/*
+	 * Owner agent, set once before attach: the CPU its scheduling thread is
+	 * pinned to, or WL_NO_HOME_CPU. BPF runs the agent only there and
+	 * preempts that CPU's task when the agent has work.
+	 */
+	s32 agent_home_cpu;
+	/*
+	 * Owner BPF: something waits for the agent's own CPU (a task queued
+	 * there while the agent runs). The agent stops spinning and yields;
+	 * it clears the flag (its only write) when it yields.
+	 */
+	u32 agent_yield_request;
+	/* Owner agent: send WL_MSG_SLEEP events (delayed-dequeue emulation). */
+	u32 report_sleeps;
+	/*
+	 * Owner agent, from its engine config: newly-idle pull at all, and skip
+	 * it while a wake-up is pending (seed 2, e5e678e4). BPF pulls itself:
+	 * a round trip to the agent would leave the CPU idle.
+	 */
+	u32 newidle_pull;
+	u32 newidle_skip_pending;
+	/* Owner agent, set once before attach: each CPU's LLC and node. */
+	u32 cpu_llc[WL_MAX_CPUS];
+	u32 cpu_node[WL_MAX_CPUS];
+	/*
+	 * Shared, atomic adds only: decisions for each CPU not yet carried out.
+	 * The agent adds one per decision; BPF subtracts it when the task is
+	 * moved to that CPU or the decision is dropped (stale, task gone,
+	 * rescued). With rq->ttwu_pending, "a wake-up is on its way here".
+	 */
+	u32 inflight[WL_MAX_CPUS];
+	/*
+	 * Owner BPF: until when (rq clock) a CPU waits for its own sync wakee
+	 * (--newidle-wait-own-wakee; see bpf/main.bpf.c).
+	 */
+	u64 own_wakee_until[WL_MAX_CPUS];
+	/*
+	 * Owner agent between apply runs, read by BPF during one: the batch of
+	 * decisions apply_decisions carries out (struct apply_args.nr of them).
+	 */
+	struct decision_msg apply_slots[WL_APPLY_MAX];
 };
 
 #endif /* __WAKELAB_INTF_H */

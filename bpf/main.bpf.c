@@ -79,6 +79,12 @@ const volatile bool break_verifier;
  * threads woken at once.
  */
 const volatile u32 ring_limit;
+/*
+ * The agent hands its decisions over through the decisions ring (the
+ * fallback transport) instead of the apply_decisions program: only then
+ * does ops.dispatch() drain the ring.
+ */
+const volatile bool ring_transport;
 
 /* Heartbeat period: the agent runs at least this often. */
 #define WL_HEARTBEAT_NS 100000000ULL
@@ -91,7 +97,7 @@ static u32 nr_cpu_ids;
  * Counters are written by BPF only, with atomic adds where several CPUs may
  * race; the agent reads them racily for stats.
  */
-struct cpu_state cpu_state[WL_MAX_CPUS];
+struct wl_shared wl_shared;
 
 /* Tasks sent to the agent / decisions the agent made that we applied. */
 volatile u64 nr_queued_to_agent, nr_agent_dispatches;
@@ -113,8 +119,6 @@ volatile u64 nr_agent_stall_fallbacks;
 volatile u64 nr_stall_rescues;
 /* A decision for an older enqueue of the task (it was requeued meanwhile). */
 volatile u64 nr_stale_decisions;
-/* Inserted, then found stale on re-check: the insert was cancelled. */
-volatile u64 nr_cancelled_dispatches;
 /* The chosen CPU was invalid or outside p->cpus_ptr: placed elsewhere. */
 volatile u64 nr_bounced_decisions;
 /* The task of a decision no longer exists. */
@@ -144,13 +148,43 @@ volatile u64 nr_idle_balance_kicks, nr_idle_balance_pulls,
 	     nr_idle_balance_nothing, nr_idle_balance_cache_hot;
 /* Newly-idle pulls left undone: the CPU's own sync wakee awaits the agent. */
 volatile u64 nr_newidle_wait_own_wakee;
+/*
+ * An idle CPU woken for a wake-up that then waited for the agent did not
+ * balance: that is no CPU going idle (wakelab_dispatch()).
+ */
+volatile u64 nr_newidle_skipped_parked;
 /* Times the heartbeat had to wake the agent. */
 volatile u64 nr_heartbeat_kicks;
+/*
+ * The agent's home CPU ran a task of ours when the agent had work: that
+ * task was preempted so that the agent could run (wake_agent(), tick).
+ */
+volatile u64 nr_agent_preempt_kicks;
+/*
+ * Enqueues that are not wake-ups (slice expired, preempted, fork, property
+ * change): kept on the task's CPU without asking the agent, as fair.c keeps
+ * a task on its runqueue; select_task_rq() is not involved.
+ */
+volatile u64 nr_requeues_in_place;
+/*
+ * Decisions carried out (moved out of the parking queue): straight onto an
+ * idle CPU's local queue, or into a busy CPU's queue (where a newly-idle CPU
+ * may pull it from); apply_decisions runs, and the parking-queue visits
+ * that found no decided task.
+ */
+volatile u64 nr_applied_to_idle, nr_applied_to_queue, nr_apply_runs, nr_apply_misses;
 /*
  * Times a CPU going idle found the agent parked with work and kicked
  * itself to run it (a wake-up that raced with the agent parking).
  */
 volatile u64 nr_idle_agent_kicks;
+/*
+ * The heartbeat found an idle CPU with tasks in its own queue, or tasks in
+ * the fallback queue and an idle CPU, and kicked it: a wake-up lost to a
+ * race this program did not foresee. Should stay 0; the heartbeat, not the
+ * kernel's watchdog, is what catches it if not.
+ */
+volatile u64 nr_stranded_kicks;
 
 /*
  * log2 histogram of the time from ops.enqueue() queuing a task to the agent
@@ -168,43 +202,14 @@ volatile u64 hop_hist[WL_NR_HOPS][WL_LAT_BUCKETS];
  */
 volatile u64 nr_agent_runs, nr_agent_migrations;
 
-/*
- * Handshake with the agent. nr_ring_msgs - agent_consumed is what waits in
- * the ring; agent_backlog is what the agent holds that it could not
- * submit yet (decision ring full). agent_last_run_ns is written when the
- * agent starts running.
- */
-volatile u64 nr_ring_msgs;
-volatile u64 agent_consumed;
-/* The part of agent_consumed that were wake-ups (WL_MSG_ENQUEUE). */
-volatile u64 agent_consumed_wakeups;
-/* Written by the agent: send WL_MSG_SLEEP events (delayed-dequeue emulation). */
-volatile u32 report_sleeps;
-/*
- * Newly-idle pull policy, written by the agent from its engine config: pull
- * at all, and skip the pull while a wake-up is pending for the CPU (seed 2,
- * Rik van Riel, e5e678e4). The pull itself must happen here, at the moment
- * the CPU runs out of work: a round trip to the agent would leave it idle.
- */
-volatile u32 newidle_pull = 1;
-volatile u32 newidle_skip_pending = 1;
 /* --idle-balance: idle CPUs are kicked to pull (idle_balance_kick()). */
 const volatile bool idle_balance_on;
 /* --idle-balance-busy-us: see wakelab_tick(). */
 const volatile u64 idle_balance_busy_ns = 2000000ULL;
 /* Set by idle_balance_kick() for the idle CPU it kicks, cleared by its dispatch. */
 volatile u32 idle_balance_req[WL_MAX_CPUS];
-/* The agent's topology: LLC and node of each CPU, for the pull order. */
-volatile u32 cpu_llc[WL_MAX_CPUS];
-volatile u32 cpu_node[WL_MAX_CPUS];
 /*
- * Decisions the agent has made for each CPU that this program has not
- * applied yet: the agent adds, apply_decision() subtracts. With
- * rq->ttwu_pending, what "a wake-up is pending for this CPU" means here.
- */
-volatile u32 inflight[WL_MAX_CPUS];
-/*
- * Until when a CPU expects its own wakee back. A sync waker about to sleep
+ * wl_shared.own_wakee_until: until when a CPU expects its own wakee back. A sync waker about to sleep
  * woke a task that last ran on the waker's CPU; in the kernel that wakee
  * would be queued there at once (the sync shortcut or prev, the same CPU),
  * but ours waits for the agent, and the CPU goes idle meanwhile. Its
@@ -212,7 +217,7 @@ volatile u32 inflight[WL_MAX_CPUS];
  * next ring member queued behind the agent), and the wakee arrives to a CPU
  * that is busy again: two migrations the kernel never makes. So
  * newidle_balance() leaves the CPU idle until the decision is applied
- * (apply_decision() clears the mark) or WL_OWN_WAKEE_WAIT_NS passes. The
+ * (move_decided() clears the mark) or WL_OWN_WAKEE_WAIT_NS passes. The
  * bound covers the agent's round trip under QEMU TCG (p50 0.5-1 ms in the
  * lab); on real hardware the decision clears it long before. lat_ctx -P 8
  * rings of 16 in the VM, 2026-12-02: newly-idle pulls 6545 -> 1868 per two
@@ -224,7 +229,6 @@ volatile u32 inflight[WL_MAX_CPUS];
  * (src/live/placement.rs), lab quick runs with rings of 2 still fall, 70.9%
  * -> 36.1% without delayed dequeue (2026-12-03).
  */
-volatile u64 own_wakee_until[WL_MAX_CPUS];
 const volatile bool newidle_wait_own_wakee;
 #define WL_OWN_WAKEE_WAIT_NS	2000000ULL
 
@@ -234,14 +238,16 @@ static void set_own_wakee_until(s32 cpu, u64 until)
 
 	if (cpu < 0 || cpu >= WL_MAX_CPUS)
 		return;
-	slot = MEMBER_VPTR(own_wakee_until, [cpu]);
+	slot = MEMBER_VPTR(wl_shared, .own_wakee_until[cpu]);
 	if (slot && *slot != until)
 		*slot = until;
 }
-volatile u64 agent_backlog;
-volatile u64 agent_last_run_ns;
-volatile s32 agent_cpu;
 static volatile u32 agent_needed;
+/*
+ * The agent waits in WL_AGENT_DSQ: set by ops.enqueue() before the insert
+ * can be seen, cleared when it runs. Stands in for a DSQ lookup.
+ */
+static u32 agent_parked;
 
 /* -------------------------------------------------------------------------
  * Maps.
@@ -281,10 +287,27 @@ struct task_ctx {
 	/* When the task last left a CPU: fair.c's exec_start for task_hot(). */
 	u64 last_stop_ns;
 	/*
-	 * Queued to the agent, no decision applied yet: the task is in no DSQ,
-	 * and only the agent or rescue_from_stalled_agent() gets it running.
+	 * Queued to the agent, no decision applied yet: the task waits in
+	 * WL_PARK_DSQ, and only the agent's decision or
+	 * rescue_from_stalled_agent() gets it running.
 	 */
 	u32 awaiting_agent;
+	/*
+	 * A decision for generation decided_gen, recorded by record_decision()
+	 * and carried out by move_decided() once the task is found parked (the
+	 * agent may read the message before ops.enqueue()'s insert into the
+	 * parking queue has completed). Set and cleared with atomic exchanges:
+	 * whoever clears it gives back the decision's wl_shared.inflight slot.
+	 */
+	u32 decision_pending;
+	s32 decided_cpu;
+	u64 decided_gen;
+	u64 decided_slice_ns;
+	u64 committed_ns;
+	/* Parked in WL_PARK_DSQ with this CPU as its own, plus one (0: not parked). */
+	u32 parked_on_plus1;
+	/* Counted in queued_hint[] at this slot, plus one (0: not counted). */
+	u32 hint_slot_plus1;
 };
 
 struct {
@@ -341,12 +364,82 @@ static bool must_bypass_agent(const struct task_struct *p)
 static struct cpu_state *cpu_state_of(s32 cpu)
 {
 	/* MEMBER_VPTR: a bounds check the verifier can follow. */
-	return MEMBER_VPTR(cpu_state, [cpu]);
+	return MEMBER_VPTR(wl_shared, .cpu_state[cpu]);
 }
 
 static bool cpu_valid(s32 cpu)
 {
 	return cpu >= 0 && cpu < nr_cpu_ids && cpu < WL_MAX_CPUS;
+}
+
+/*
+ * How many tasks may wait in each CPU's DSQ (slot = the CPU) and in the
+ * fallback DSQ (slot WL_HINT_FALLBACK): an upper bound kept without looking
+ * the queues up. scx_bpf_dsq_nr_queued() and scx_bpf_dsq_move_to_local()
+ * on a user DSQ hash its id, some hundreds of instructions, and the hot
+ * paths would make about twenty such lookups per wake-up, most of them on
+ * empty queues. A task counts from before its insert can be seen until it is
+ * known to have left: it runs (wakelab_running()), is pulled (pull_from()),
+ * is queued anew (hint_enter() gives back its old slot) or exits. A task
+ * that leaves otherwise (dequeued into another class) only keeps the bound
+ * high, which costs lookups; 0 always means empty, so a lookup may be
+ * skipped then. (No ops.dequeue() for this: kernels differ in when they
+ * call it, and a leave counted early would strand a task.)
+ */
+#define WL_HINT_FALLBACK	WL_MAX_CPUS
+static u32 queued_hint[WL_MAX_CPUS + 1];
+
+static void hint_drop(u32 slot)
+{
+	u32 *n = MEMBER_VPTR(queued_hint, [slot & (WL_MAX_CPUS * 2 - 1)]);
+
+	if (slot <= WL_HINT_FALLBACK && n && READ_ONCE(*n))
+		__sync_fetch_and_sub(n, 1);
+}
+
+/* @tctx's task is about to be inserted into @slot's queue. */
+static void hint_enter(struct task_ctx *tctx, u32 slot)
+{
+	u32 *n, was;
+
+	if (slot > WL_HINT_FALLBACK)
+		return;
+	n = MEMBER_VPTR(queued_hint, [slot]);
+	if (!n)
+		return;
+	__sync_fetch_and_add(n, 1);
+	if (!tctx)
+		return;		/* never known to leave: the bound stays up */
+	was = __sync_lock_test_and_set(&tctx->hint_slot_plus1, slot + 1);
+	if (was)
+		hint_drop(was - 1);
+}
+
+/* @tctx's task left the queue it was counted in, if any. */
+static void hint_leave(struct task_ctx *tctx)
+{
+	u32 was;
+
+	if (!tctx)
+		return;
+	was = __sync_lock_test_and_set(&tctx->hint_slot_plus1, 0);
+	if (was)
+		hint_drop(was - 1);
+}
+
+static bool may_be_queued(u32 slot)
+{
+	u32 *n = MEMBER_VPTR(queued_hint, [slot & (WL_MAX_CPUS * 2 - 1)]);
+
+	return slot > WL_HINT_FALLBACK || !n || READ_ONCE(*n);
+}
+
+/* Tasks in @cpu's own DSQ (0 without a lookup when none can be). */
+static u32 cpu_dsq_nr_queued(s32 cpu)
+{
+	if (cpu < 0 || !may_be_queued(cpu))
+		return 0;
+	return scx_bpf_dsq_nr_queued(cpu);
 }
 
 /*
@@ -356,7 +449,7 @@ static bool cpu_valid(s32 cpu)
  */
 static u32 nr_runnable_on(s32 cpu, s32 curr_pid)
 {
-	u32 nr = scx_bpf_dsq_nr_queued(cpu) +
+	u32 nr = cpu_dsq_nr_queued(cpu) +
 		 scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | cpu);
 
 	if (curr_pid && curr_pid != agent_pid)
@@ -383,7 +476,7 @@ static void refresh_cpu_state(s32 cpu, u64 now)
 	cs->nr_running = rq->nr_running;
 	cs->scx_nr_running = rq->scx.nr_running;
 	cs->ttwu_pending = rq->ttwu_pending;
-	cs->dsq_queued = scx_bpf_dsq_nr_queued(cpu);
+	cs->dsq_queued = cpu_dsq_nr_queued(cpu);
 	cs->nr_runnable = nr_runnable_on(cpu, cs->curr_pid);
 	cs->refreshed_ns = now;
 }
@@ -399,15 +492,40 @@ static void refresh_all_cpu_states(u64 now)
 	}
 }
 
+/*
+ * floor(log2(v)) by halving (0 for 0 and 1), capped at the last bucket:
+ * six steps instead of a loop, on every hop of every wake-up.
+ */
 static u32 log2_bucket(u64 v)
 {
 	u32 b = 0;
 
-	bpf_for(b, 0, WL_LAT_BUCKETS - 1) {
-		if (v < (2ULL << b))
-			break;
-	}
-	return b;
+	if (v >> 32) { v >>= 32; b += 32; }
+	if (v >> 16) { v >>= 16; b += 16; }
+	if (v >> 8) { v >>= 8; b += 8; }
+	if (v >> 4) { v >>= 4; b += 4; }
+	if (v >> 2) { v >>= 2; b += 2; }
+	if (v >> 1) b += 1;
+	return b < WL_LAT_BUCKETS ? b : WL_LAT_BUCKETS - 1;
+}
+
+/*
+ * cpu_state.nr_runnable between refreshes: BPF adds a task queued on a CPU
+ * and takes away one that sleeps, from several CPUs at once (atomics). A
+ * racing pair of decrements may wrap it below zero for a moment; the
+ * agent reads such a value as 0, and the CPU's next ops.dispatch() sets it
+ * exactly again.
+ */
+static void runnable_add(s32 cpu, s32 delta)
+{
+	struct cpu_state *cs = cpu_state_of(cpu);
+
+	if (!cs)
+		return;
+	if (delta > 0)
+		__sync_fetch_and_add(&cs->nr_runnable, delta);
+	else if (READ_ONCE(cs->nr_runnable))
+		__sync_fetch_and_sub(&cs->nr_runnable, -delta);
 }
 
 /* Count @from -> now (CLOCK_MONOTONIC) in hop @hop's histogram; 0 = no stamp. */
@@ -440,7 +558,8 @@ static u64 seen_consumed, last_progress_ns;
 
 static bool agent_quiet(u64 now)
 {
-	u64 consumed = agent_consumed, last = agent_last_run_ns;
+	u64 consumed = READ_ONCE(wl_shared.agent_consumed);
+	u64 last = READ_ONCE(wl_shared.agent_last_run_ns);
 
 	if (consumed != seen_consumed) {
 		seen_consumed = consumed;
@@ -460,7 +579,7 @@ static bool agent_stalled(u64 now)
 {
 	bool quiet = agent_quiet(now);
 
-	return nr_ring_msgs != agent_consumed && quiet;
+	return READ_ONCE(wl_shared.nr_ring_msgs) != READ_ONCE(wl_shared.agent_consumed) && quiet;
 }
 
 /*
@@ -474,7 +593,7 @@ static u64 ring_msg_ns[WL_RING_ENTRIES];
 
 static void count_ring_msg(u64 now)
 {
-	u64 seq = __sync_fetch_and_add(&nr_ring_msgs, 1);
+	u64 seq = __sync_fetch_and_add(&wl_shared.nr_ring_msgs, 1);
 	u64 *ts = MEMBER_VPTR(ring_msg_ns, [seq % WL_RING_ENTRIES]);
 
 	if (ts)
@@ -484,10 +603,10 @@ static void count_ring_msg(u64 now)
 /* How long the oldest message not yet read by the agent has waited. */
 static u64 agent_lag_ns(u64 now)
 {
-	u64 consumed = agent_consumed;
+	u64 consumed = READ_ONCE(wl_shared.agent_consumed);
 	u64 *ts;
 
-	if (nr_ring_msgs == consumed)
+	if (READ_ONCE(wl_shared.nr_ring_msgs) == consumed)
 		return 0;
 	ts = MEMBER_VPTR(ring_msg_ns, [consumed % WL_RING_ENTRIES]);
 	if (!ts || !*ts)
@@ -503,9 +622,9 @@ static u64 agent_lag_ns(u64 now)
  */
 static bool agent_has_work(void)
 {
-	if (agent_needed || agent_backlog)
+	if (agent_needed || READ_ONCE(wl_shared.agent_backlog))
 		return true;
-	if (nr_queued_to_agent != agent_consumed_wakeups)
+	if (nr_queued_to_agent != READ_ONCE(wl_shared.agent_consumed_wakeups))
 		return true;
 	return bpf_ringbuf_query(&wakeups, BPF_RB_AVAIL_DATA) >
 	       WL_RING_ENTRIES * sizeof(struct wakeup_msg) / 2;
@@ -516,36 +635,69 @@ static bool agent_has_work(void)
 
 static u64 agent_kick_ns;
 
-/*
- * Get the agent onto a CPU soon. Its last CPU is kicked if idle; otherwise
- * the agent runs at the next ops.dispatch() of any CPU (every CPU checks for
- * agent work first), at worst at the next heartbeat.
- */
-
-static void wake_agent(void)
+/* The agent's home CPU when it is pinned (the default), else -1. */
+static s32 agent_home(void)
 {
-	s32 cpu = agent_cpu;
+	return READ_ONCE(wl_shared.agent_home_cpu);
+}
+
+/* Where the agent runs next: its home CPU, or the CPU it last ran on. */
+static s32 agent_target_cpu(void)
+{
+	s32 home = agent_home();
+
+	return home >= 0 ? home : READ_ONCE(wl_shared.agent_cpu);
+}
+
+static void kick_agent_cpu(u64 flags)
+{
+	s32 cpu = agent_target_cpu();
+
+	if (cpu_valid(cpu))
+		scx_bpf_kick_cpu(cpu, flags);
+}
+
+/*
+ * Get the agent onto its CPU soon. While it runs there is nothing to do: a
+ * spinning agent sees the new message in the ring, and one about to park
+ * finds the work in ops.dispatch() and runs on. An idle CPU is kicked. A
+ * pinned agent's CPU that runs a task of ours is preempted, unless that
+ * task is @sync_waker_cpu's sync waker, about to sleep and leave the CPU to
+ * the agent (wakelab_tick() preempts it if it does not). An unpinned agent
+ * runs at the next ops.dispatch() of any CPU, at worst at the heartbeat.
+ */
+static void wake_agent(s32 sync_waker_cpu)
+{
+	s32 cpu = agent_target_cpu();
 	struct cpu_state *cs = cpu_state_of(cpu);
 
-	if (cs && cpu_valid(cpu) && cs->idle) {
+	if (!cs || !cpu_valid(cpu) || READ_ONCE(cs->curr_pid) == agent_pid)
+		return;
+	if (cs->idle) {
 		agent_kick_ns = scx_bpf_now();
 		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	} else if (agent_home() >= 0 && cpu != sync_waker_cpu) {
+		__sync_fetch_and_add(&nr_agent_preempt_kicks, 1);
+		scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
 	}
 }
 
 /*
- * May the agent run on @cpu now? On its last CPU, yes. Elsewhere only when
- * its last CPU will not take it soon: that CPU runs another task, or it was
- * kicked out of idle more than WL_AGENT_KICK_GRACE_NS ago and still has not
- * taken it. Every hop of the agent is a task migration (and a cold cache for
- * its placement state), which a benchmark's migration count would charge to
- * the placement policy.
+ * May the agent run on @cpu now? A pinned agent only on its home CPU (the
+ * kernel would refuse to move it elsewhere anyway). An unpinned one on its
+ * last CPU; elsewhere only when its last CPU will not take it soon: that
+ * CPU runs another task, or it was kicked out of idle more than
+ * WL_AGENT_KICK_GRACE_NS ago and still has not taken it. Every hop of the
+ * agent is a task migration (and a cold cache for its placement state),
+ * which a benchmark's migration count would charge to the placement policy.
  */
 static bool agent_may_run_on(s32 cpu, u64 now)
 {
-	s32 last = agent_cpu;
+	s32 last = READ_ONCE(wl_shared.agent_cpu);
 	struct cpu_state *cs;
 
+	if (agent_home() >= 0)
+		return cpu == agent_home();
 	if (!cpu_valid(last) || last == cpu)
 		return true;
 	cs = cpu_state_of(last);
@@ -556,8 +708,238 @@ static bool agent_may_run_on(s32 cpu, u64 now)
 
 static void dispatch_fallback(struct task_struct *p, u64 enq_flags)
 {
+	hint_enter(lookup_task_ctx(p), WL_HINT_FALLBACK);
 	scx_bpf_dsq_insert(p, WL_FALLBACK_DSQ, slice_ns, enq_flags);
 	scx_bpf_kick_cpu(scx_bpf_task_cpu(p), SCX_KICK_IDLE);
+}
+
+/*
+ * A task now waits in @cpu's queue (its DSQ or local DSQ). If @cpu is the
+ * agent's home and the agent runs there, ask it to stop spinning and yield;
+ * if @cpu is idle, wake it. The idle test pairs with wakelab_update_idle(),
+ * which looks at its queue after publishing "idle": either this side sees
+ * the CPU idle and kicks it, or that side sees the task.
+ */
+static void note_queued_on(s32 cpu)
+{
+	struct cpu_state *cs = cpu_state_of(cpu);
+
+	if (!cs || !cpu_valid(cpu))
+		return;
+	if (cpu == agent_home() && READ_ONCE(cs->curr_pid) == agent_pid) {
+		if (!READ_ONCE(wl_shared.agent_yield_request))
+			WRITE_ONCE(wl_shared.agent_yield_request, 1);
+	} else if (READ_ONCE(cs->idle) && cpu != bpf_get_smp_processor_id()) {
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	}
+}
+
+/* -------------------------------------------------------------------------
+ * Decisions: recorded when they arrive, carried out once the task is parked.
+ */
+
+
+/*
+ * Parked tasks per CPU they were queued on (their prev): a CPU that is
+ * woken by such a wake-up, to find nothing to run because the task waits
+ * for the agent, is not a CPU going idle (park_done(), newidle_balance()).
+ */
+static u32 parked_on[WL_MAX_CPUS];
+
+static void park_note(struct task_ctx *tctx, s32 cpu)
+{
+	u32 *n;
+
+	if (cpu < 0 || cpu >= WL_MAX_CPUS)
+		return;
+	n = MEMBER_VPTR(parked_on, [cpu]);
+	if (!n)
+		return;
+	__sync_fetch_and_add(n, 1);
+	tctx->parked_on_plus1 = cpu + 1;
+}
+
+/* The task left the parking queue (moved, rescued, dequeued): once only. */
+static void park_done(struct task_ctx *tctx)
+{
+	u32 was = __sync_lock_test_and_set(&tctx->parked_on_plus1, 0);
+	u32 *n;
+
+	if (!was || was > WL_MAX_CPUS)
+		return;
+	n = MEMBER_VPTR(parked_on, [was - 1]);
+	if (n && READ_ONCE(*n))
+		__sync_fetch_and_sub(n, 1);
+}
+
+/* Give back a decision's wl_shared.inflight slot: carried out, or void. */
+static void inflight_done(s32 cpu)
+{
+	u32 *slot;
+
+	if (cpu < 0 || cpu >= WL_MAX_CPUS)
+		return;
+	slot = MEMBER_VPTR(wl_shared, .inflight[cpu]);
+	if (slot && READ_ONCE(*slot))
+		__sync_fetch_and_sub(slot, 1);
+}
+
+/*
+ * Forget @tctx's recorded decision, if it has one: carried out, or void
+ * because the task was queued again, rescued or exits. Returns whether it
+ * had one.
+ */
+static bool clear_decision(struct task_ctx *tctx)
+{
+	if (!__sync_lock_test_and_set(&tctx->decision_pending, 0))
+		return false;
+	__sync_fetch_and_sub(&wl_shared.decisions_pending, 1);
+	inflight_done(tctx->decided_cpu);
+	return true;
+}
+
+/*
+ * Record the agent's decision @d for its task. It is carried out by
+ * apply_parked() once the task is found in the parking queue, which is
+ * at once unless the agent was faster than ops.enqueue()'s insert. Returns
+ * whether it was recorded: not if the task is gone, or was queued again or
+ * rescued since (its generation moved on; a newer message is on its way, or
+ * none is needed).
+ *
+ * A race we accept: if the task is queued again between the generation
+ * test and the exchange below, the stale decision stays recorded until
+ * apply_parked() sees the generation differ, or the task's next enqueue
+ * clears it; meanwhile its CPU counts one wake-up too many on its way.
+ */
+static bool record_decision(const struct decision_msg *d)
+{
+	struct task_struct *p;
+	struct task_ctx *tctx;
+	bool ok = false;
+
+	p = bpf_task_from_pid(d->pid);
+	if (!p) {
+		inflight_done(d->cpu);
+		__sync_fetch_and_add(&nr_decisions_task_gone, 1);
+		return false;
+	}
+	tctx = lookup_task_ctx(p);
+	if (!tctx || tctx->enq_cnt != d->enq_cnt || !tctx->awaiting_agent) {
+		inflight_done(d->cpu);
+		__sync_fetch_and_add(&nr_stale_decisions, 1);
+		goto out;
+	}
+	clear_decision(tctx);
+	tctx->decided_cpu = d->cpu;
+	tctx->decided_gen = d->enq_cnt;
+	tctx->decided_slice_ns = d->slice_ns;
+	tctx->committed_ns = d->committed_ns;
+	if (!__sync_lock_test_and_set(&tctx->decision_pending, 1))
+		__sync_fetch_and_add(&wl_shared.decisions_pending, 1);
+	ok = true;
+out:
+	bpf_task_release(p);
+	return ok;
+}
+
+/*
+ * Carry out the recorded decisions of tasks in the parking queue, oldest
+ * first, until none is left pending (or the queue ends). Called from the agent's apply_decisions run (the fast
+ * lane), from ops.dispatch() after draining the decision ring (the
+ * fallback) and from the heartbeat (decisions that arrived before their
+ * task was parked).
+ *
+ * Where a task goes: an idle CPU (claimed in the kernel's idle mask) takes
+ * it straight into its local queue, and the move itself reschedules it; a
+ * busy CPU gets it in its own queue, where it waits behind the running task
+ * and where a newly-idle CPU may pull it from, as from a fair runqueue.
+ * BPF re-checks what the agent may not know: a CPU outside the task's
+ * affinity (or a migration-disabled task) would make the kernel eject us,
+ * so the task stays on its own CPU instead, or goes to the fallback queue.
+ */
+static void apply_parked(void)
+{
+	struct task_struct *p;
+	u64 now = bpf_ktime_get_ns();
+
+	if (!READ_ONCE(wl_shared.decisions_pending))
+		return;
+	/*
+	 * No counter in this loop: the iterator ends with the queue, and a
+	 * count the verifier tracks would keep it from seeing the loop
+	 * converge. The shared pending count, read from memory, says when to
+	 * stop.
+	 */
+	bpf_for_each(scx_dsq, p, WL_PARK_DSQ, 0) {
+		struct task_ctx *tctx = lookup_task_ctx(p);
+		u64 dsq_id;
+		s32 cpu, prev;
+
+		if (!tctx || !READ_ONCE(tctx->decision_pending))
+			continue;
+		if (tctx->decided_gen != tctx->enq_cnt) {
+			if (clear_decision(tctx))
+				__sync_fetch_and_add(&nr_stale_decisions, 1);
+			continue;
+		}
+		prev = scx_bpf_task_cpu(p);
+		cpu = tctx->decided_cpu;
+		if (cpu == WL_CPU_ANY) {
+			__sync_fetch_and_add(&nr_any_cpu_decisions, 1);
+			dsq_id = WL_FALLBACK_DSQ;
+			cpu = prev;
+		} else {
+			if (!cpu_valid(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) ||
+			    (p->migration_disabled && cpu != prev)) {
+				__sync_fetch_and_add(&nr_bounced_decisions, 1);
+				cpu = prev;
+			}
+			if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+				dsq_id = WL_FALLBACK_DSQ;
+			else if (scx_bpf_test_and_clear_cpu_idle(cpu))
+				dsq_id = SCX_DSQ_LOCAL_ON | cpu;
+			else
+				dsq_id = cpu;
+		}
+		if (tctx->decided_slice_ns)
+			scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, tctx->decided_slice_ns);
+		if (dsq_id == WL_FALLBACK_DSQ)
+			hint_enter(tctx, WL_HINT_FALLBACK);
+		else if (!(dsq_id & SCX_DSQ_LOCAL_ON))
+			hint_enter(tctx, cpu);
+		/*
+		 * A failed move means the task left the parking queue since
+		 * the iterator saw it (dequeued, or queued again): its next
+		 * enqueue clears the decision.
+		 */
+		if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, dsq_id, 0)) {
+			hint_leave(tctx);
+			continue;
+		}
+		clear_decision(tctx);
+		park_done(tctx);
+		if (dsq_id != WL_FALLBACK_DSQ)
+			runnable_add(cpu, 1);
+		tctx->awaiting_agent = 0;
+		tctx->applied_mono_ns = now;
+		hop_record(WL_HOP_COMMIT_APPLY, tctx->committed_ns, now);
+		/* Placed: its last CPU need not keep waiting for it. */
+		if (newidle_wait_own_wakee)
+			set_own_wakee_until(prev, 0);
+		__sync_fetch_and_add(&nr_agent_dispatches, 1);
+		if (dsq_id & SCX_DSQ_LOCAL_ON) {
+			__sync_fetch_and_add(&nr_applied_to_idle, 1);
+		} else if (dsq_id < WL_MAX_CPUS) {
+			__sync_fetch_and_add(&nr_applied_to_queue, 1);
+			note_queued_on(cpu);
+		} else {
+			scx_bpf_kick_cpu(prev, SCX_KICK_IDLE);
+		}
+		if (!READ_ONCE(wl_shared.decisions_pending))
+			break;
+	}
+	if (READ_ONCE(wl_shared.decisions_pending))
+		__sync_fetch_and_add(&nr_apply_misses, 1);
 }
 
 /* -------------------------------------------------------------------------
@@ -627,6 +1009,7 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 {
 	struct wakeup_msg *msg;
 	u64 now = scx_bpf_now();
+	s32 msg_task_cpu;
 	/*
 	 * ops.select_cpu() ran for this wake-up: its stash is consumed (and
 	 * cleared) by the enqueue that follows it, which with queued wake-ups
@@ -634,6 +1017,11 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 	 * missing. A stale stash cannot survive an enqueue.
 	 */
 	bool selected = tctx->select_valid && (enq_flags & SCX_ENQ_WAKEUP);
+
+	/* An older decision for this task is void now; it left the parking queue. */
+	if (clear_decision(tctx))
+		__sync_fetch_and_add(&nr_stale_decisions, 1);
+	park_done(tctx);
 
 	/*
 	 * The agent has not run for long while tasks wait for it (stopped,
@@ -649,13 +1037,14 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 	}
 
 	msg = NULL;
-	if (!ring_limit || nr_ring_msgs - agent_consumed < ring_limit)
+	if (!ring_limit || READ_ONCE(wl_shared.nr_ring_msgs) -
+			   READ_ONCE(wl_shared.agent_consumed) < ring_limit)
 		msg = bpf_ringbuf_reserve(&wakeups, sizeof(*msg), 0);
 	if (!msg) {
 		__sync_fetch_and_add(&nr_ring_full_fallbacks, 1);
 		tctx->select_valid = 0;
 		dispatch_fallback(p, enq_flags);
-		wake_agent();
+		wake_agent(-1);
 		return;
 	}
 
@@ -716,10 +1105,44 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 	    msg->waker_cpu == msg->prev_cpu)
 		set_own_wakee_until(msg->prev_cpu, now + WL_OWN_WAKEE_WAIT_NS);
 	tctx->awaiting_agent = 1;
+	msg_task_cpu = msg->task_cpu;
 	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
 	count_ring_msg(now);
 	__sync_fetch_and_add(&nr_queued_to_agent, 1);
-	wake_agent();
+	/*
+	 * Park it: only the agent's decision moves it on. The insert takes
+	 * effect when this callback returns, a moment after the agent may
+	 * have read the message (record_decision() copes).
+	 */
+	scx_bpf_dsq_insert(p, WL_PARK_DSQ, slice_ns, enq_flags);
+	park_note(tctx, msg_task_cpu);
+	wake_agent(selected && (tctx->wake_flags & SCX_WAKE_SYNC) ? tctx->waker_cpu : -1);
+}
+
+/*
+ * Not a wake-up: the task's slice ended, it was preempted, it was just
+ * forked (onto its parent's CPU, which ops.select_cpu() returned), or a
+ * property of it changed. fair.c keeps such a task on its runqueue and
+ * select_task_rq() is not involved, so neither is the agent, whose answer
+ * would be the task's CPU: it is queued there at once.
+ */
+static void requeue_in_place(struct task_struct *p, struct task_ctx *tctx,
+			     u64 enq_flags)
+{
+	s32 cpu = scx_bpf_task_cpu(p);
+
+	if (clear_decision(tctx))
+		__sync_fetch_and_add(&nr_stale_decisions, 1);
+	park_done(tctx);
+	tctx->select_valid = 0;
+	__sync_fetch_and_add(&nr_requeues_in_place, 1);
+	if (!cpu_valid(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
+		dispatch_fallback(p, enq_flags);
+		return;
+	}
+	hint_enter(tctx, cpu);
+	scx_bpf_dsq_insert(p, cpu, slice_ns, enq_flags);
+	note_queued_on(cpu);
 }
 
 void BPF_STRUCT_OPS(wakelab_enqueue, struct task_struct *p, u64 enq_flags)
@@ -735,6 +1158,7 @@ void BPF_STRUCT_OPS(wakelab_enqueue, struct task_struct *p, u64 enq_flags)
 
 	/* The agent waits in its own queue until it has work (ops.dispatch). */
 	if (is_agent(p)) {
+		WRITE_ONCE(agent_parked, 1);
 		scx_bpf_dsq_insert(p, WL_AGENT_DSQ, slice_ns, enq_flags);
 		__sync_fetch_and_add(&nr_direct_dispatches, 1);
 		return;
@@ -750,6 +1174,9 @@ void BPF_STRUCT_OPS(wakelab_enqueue, struct task_struct *p, u64 enq_flags)
 	    is_agent_helper_thread(p)) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
 		__sync_fetch_and_add(&nr_direct_dispatches, 1);
+		if (enq_flags & SCX_ENQ_WAKEUP)
+			runnable_add(scx_bpf_task_cpu(p), 1);
+		note_queued_on(scx_bpf_task_cpu(p));
 		return;
 	}
 
@@ -761,98 +1188,55 @@ void BPF_STRUCT_OPS(wakelab_enqueue, struct task_struct *p, u64 enq_flags)
 		return;
 	}
 
-	queue_to_agent(p, tctx, enq_flags);
+	if (!(enq_flags & SCX_ENQ_WAKEUP))
+		requeue_in_place(p, tctx, enq_flags);
+	else
+		queue_to_agent(p, tctx, enq_flags);
 }
 
 /*
- * Apply one decision from the agent. Called for each record of the user
- * ring buffer, from ops.dispatch() of whichever CPU drains it.
+ * The fallback transport: one record of the decisions user ring, drained in
+ * ops.dispatch() of the agent's CPU when the agent yields. Recorded here,
+ * carried out by apply_parked() after the drain.
  */
-static long apply_decision(struct bpf_dynptr *dynptr, void *context)
+static long drain_decision(struct bpf_dynptr *dynptr, void *context)
 {
-	const struct decision_msg *d;
-	struct task_struct *p;
-	struct task_ctx *tctx;
-	u64 dsq;
-	s32 cpu;
+	const struct decision_msg *d = bpf_dynptr_data(dynptr, 0, sizeof(*d));
 
-	d = bpf_dynptr_data(dynptr, 0, sizeof(*d));
-	if (!d)
-		return 0;
+	if (d)
+		record_decision(d);
+	return 0;
+}
 
-	/* Whatever happens to it below, this decision is no longer in flight. */
-	cpu = d->cpu;
-	if (cpu >= 0 && cpu < WL_MAX_CPUS) {
-		volatile u32 *pending = MEMBER_VPTR(inflight, [cpu]);
+/*
+ * The fast lane: the agent runs this after each batch of decisions, which
+ * it wrote into wl_shared.apply_slots, and the tasks are on their CPUs
+ * when bpf_prog_test_run() returns. It refreshes no CPU's state: a
+ * spinning agent decides on what BPF's callbacks keep up to date
+ * (runnable_add(), ops.running/stopping/update_idle), and each CPU's own
+ * ops.dispatch() sets it exactly; reading every CPU's rq and queues here
+ * cost more than the rest of the run.
+ */
+SEC("syscall")
+int apply_decisions(struct apply_args *args)
+{
+	u32 nr = args->nr, i;
 
-		if (pending && *pending)
-			__sync_fetch_and_sub(pending, 1);
+	bpf_for(i, 0, nr) {
+		struct decision_msg *d;
+
+		if (i >= WL_APPLY_MAX)
+			break;
+		d = MEMBER_VPTR(wl_shared, .apply_slots[i]);
+		if (d)
+			record_decision(d);
 	}
-
-	p = bpf_task_from_pid(d->pid);
-	if (!p) {
-		__sync_fetch_and_add(&nr_decisions_task_gone, 1);
-		return 0;
-	}
-	tctx = lookup_task_ctx(p);
-	if (!tctx || tctx->enq_cnt != d->enq_cnt) {
-		/*
-		 * The task was dequeued and queued again after this decision
-		 * was made (affinity change, priority change, ...); a newer
-		 * message is on its way to the agent. Dropping this one loses
-		 * nothing.
-		 */
-		__sync_fetch_and_add(&nr_stale_decisions, 1);
-		goto out;
-	}
-
-	/* Placed: its last CPU need not keep waiting for it. */
-	if (newidle_wait_own_wakee)
-		set_own_wakee_until(scx_bpf_task_cpu(p), 0);
-
-	cpu = d->cpu;
-	if (cpu == WL_CPU_ANY) {
-		__sync_fetch_and_add(&nr_any_cpu_decisions, 1);
-		dsq = WL_FALLBACK_DSQ;
-		cpu = scx_bpf_task_cpu(p);
-	} else {
-		if (!cpu_valid(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
-			/*
-			 * The agent's view of the allowed CPUs was stale or
-			 * wrong. The task's current CPU is allowed unless its
-			 * affinity changed, in which case a newer enqueue
-			 * will follow; the fallback queue is safe either way
-			 * because the consuming CPU checks affinity.
-			 */
-			__sync_fetch_and_add(&nr_bounced_decisions, 1);
-			cpu = scx_bpf_task_cpu(p);
-			if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
-				dsq = WL_FALLBACK_DSQ;
-				goto insert;
-			}
-		}
-		dsq = cpu;
-	}
-insert:
-	scx_bpf_dsq_insert(p, dsq, d->slice_ns ? d->slice_ns : slice_ns, 0);
-	/*
-	 * Re-check the generation after the insert: a requeue racing with us
-	 * on another CPU makes this insert stale, and cancelling it is the only
-	 * way to take it back.
-	 */
-	if (tctx->enq_cnt != d->enq_cnt) {
-		scx_bpf_dispatch_cancel();
-		__sync_fetch_and_add(&nr_cancelled_dispatches, 1);
-		goto out;
-	}
-	tctx->awaiting_agent = 0;
-	tctx->applied_mono_ns = bpf_ktime_get_ns();
-	hop_record(WL_HOP_COMMIT_APPLY, d->committed_ns, tctx->applied_mono_ns);
-	__sync_fetch_and_add(&nr_agent_dispatches, 1);
-	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
-out:
-	bpf_task_release(p);
-	return scx_bpf_dispatch_nr_slots() ? 0 : 1;
+	/* A sleepable program: the queue iterator needs an RCU section. */
+	bpf_rcu_read_lock();
+	apply_parked();
+	bpf_rcu_read_unlock();
+	__sync_fetch_and_add(&nr_apply_runs, 1);
+	return 0;
 }
 
 /*
@@ -873,9 +1257,10 @@ static enum pull_scope cpu_scope(u32 cpu, u32 other)
 {
 	if (cpu >= WL_MAX_CPUS || other >= WL_MAX_CPUS)
 		return PULL_OTHER_NODES;
-	if (cpu_llc[other] == cpu_llc[cpu])
+	if (wl_shared.cpu_llc[other] == wl_shared.cpu_llc[cpu])
 		return PULL_SAME_LLC;
-	return cpu_node[other] == cpu_node[cpu] ? PULL_SAME_NODE : PULL_OTHER_NODES;
+	return wl_shared.cpu_node[other] == wl_shared.cpu_node[cpu] ?
+	       PULL_SAME_NODE : PULL_OTHER_NODES;
 }
 
 /*
@@ -899,7 +1284,7 @@ static s32 busiest_queue(s32 cpu, enum pull_scope scope)
 
 		if (i == cpu || i >= WL_MAX_CPUS || cpu_scope(cpu, i) != scope)
 			continue;
-		n = scx_bpf_dsq_nr_queued(i);
+		n = cpu_dsq_nr_queued(i);
 		cs = cpu_state_of(i);
 		if (!n || !cs || nr_runnable_on(i, cs->curr_pid) < 2)
 			continue;
@@ -934,8 +1319,12 @@ static bool pull_from(s32 cpu, s32 src, u64 now, bool newidle)
 				__sync_fetch_and_add(&nr_idle_balance_cache_hot, 1);
 			continue;
 		}
-		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
+			hint_leave(tctx);
+			runnable_add(src, -1);
+			runnable_add(cpu, 1);
 			return true;
+		}
 	}
 	return false;
 }
@@ -947,9 +1336,9 @@ static bool pull_from(s32 cpu, s32 src, u64 now, bool newidle)
 static bool wakeup_coming(s32 cpu)
 {
 	struct rq *rq = bpf_per_cpu_ptr(&runqueues, cpu);
-	volatile u32 *pending = MEMBER_VPTR(inflight, [cpu]);
+	u32 *pending = MEMBER_VPTR(wl_shared, .inflight[cpu]);
 
-	return (rq && rq->ttwu_pending) || (pending && *pending);
+	return (rq && rq->ttwu_pending) || (pending && READ_ONCE(*pending));
 }
 
 /*
@@ -962,18 +1351,18 @@ static bool wakeup_coming(s32 cpu)
 static bool newidle_balance(s32 cpu, u64 now)
 {
 	bool wakeup_pending = wakeup_coming(cpu);
-	volatile u64 *own;
+	u64 *own;
 	s32 src;
 
-	if (!newidle_pull)
+	if (!READ_ONCE(wl_shared.newidle_pull))
 		return false;
-	own = newidle_wait_own_wakee ? MEMBER_VPTR(own_wakee_until, [cpu]) : NULL;
+	own = newidle_wait_own_wakee ? MEMBER_VPTR(wl_shared, .own_wakee_until[cpu]) : NULL;
 	if (own && *own && time_before(now, *own)) {
 		__sync_fetch_and_add(&nr_newidle_wait_own_wakee, 1);
 		return false;
 	}
 	if (wakeup_pending) {
-		if (newidle_skip_pending) {
+		if (READ_ONCE(wl_shared.newidle_skip_pending)) {
 			__sync_fetch_and_add(&nr_newidle_skipped_pending, 1);
 			return false;
 		}
@@ -1063,7 +1452,7 @@ static bool node_is_overloaded(u32 node)
 		if (i >= WL_MAX_CPUS)
 			break;
 		cs = cpu_state_of(i);
-		if (!cs || cpu_node[i] != node)
+		if (!cs || wl_shared.cpu_node[i] != node)
 			continue;
 		cpus++;
 		nr += nr_runnable_on(i, cs->curr_pid);
@@ -1088,7 +1477,7 @@ static bool idle_balance(s32 cpu, u64 now)
 		src = busiest_queue(cpu, PULL_SAME_NODE);
 	if (src < 0) {
 		src = busiest_queue(cpu, PULL_OTHER_NODES);
-		if (src >= 0 && !node_is_overloaded(cpu_node[src & (WL_MAX_CPUS - 1)]))
+		if (src >= 0 && !node_is_overloaded(wl_shared.cpu_node[src & (WL_MAX_CPUS - 1)]))
 			src = -1;
 	}
 	if (src >= 0 && pull_from(cpu, src, now, false)) {
@@ -1105,13 +1494,31 @@ static bool idle_balance(s32 cpu, u64 now)
  * tasks it had been sent were waiting for its decision. New tasks bypass it
  * (queue_to_agent()), but these would wait until the watchdog ejects us
  * ("runnable task stall", or "watchdog failed to check in" when the task is
- * the watchdog's own kworker): send them to the fallback queue. Their generation is bumped, so
- * a decision the agent makes for them later is dropped as stale. One CPU
+ * the watchdog's own kworker): move them from the parking queue to the
+ * fallback queue. So are tasks parked for that long for any other reason
+ * (a decision lost on its way). Their generation is bumped, so a decision
+ * the agent makes for them later is dropped as stale. One CPU
  * sweeps at a time, at most every WL_RESCUE_PERIOD_NS, and only while the
  * agent is quiet or behind, so a healthy agent costs nothing here.
  */
 #define WL_RESCUE_PERIOD_NS 100000000ULL
 static u64 last_rescue_ns;
+
+/* How long the oldest parked task has waited (the queue is in arrival order). */
+static u64 oldest_parked_wait(u64 now)
+{
+	struct task_struct *p;
+	u64 wait = 0;
+
+	bpf_for_each(scx_dsq, p, WL_PARK_DSQ, 0) {
+		struct task_ctx *tctx = lookup_task_ctx(p);
+
+		if (tctx && tctx->enqueue_ns)
+			wait = time_delta(now, tctx->enqueue_ns);
+		break;
+	}
+	return wait;
+}
 
 static void rescue_from_stalled_agent(u64 now)
 {
@@ -1122,26 +1529,34 @@ static void rescue_from_stalled_agent(u64 now)
 	if (time_delta(now, last) < WL_RESCUE_PERIOD_NS)
 		return;
 	quiet = agent_quiet(now);
-	if ((!quiet && agent_lag_ns(now) <= agent_stall_ns) ||
+	/* Also a parked task whose decision never came, whatever the reason. */
+	if ((!quiet && agent_lag_ns(now) <= agent_stall_ns &&
+	     oldest_parked_wait(now) <= agent_stall_ns) ||
 	    !__sync_bool_compare_and_swap(&last_rescue_ns, last, now))
 		return;
 
-	bpf_for_each(task, p, NULL, BPF_TASK_ITER_ALL_THREADS) {
+	bpf_for_each(scx_dsq, p, WL_PARK_DSQ, 0) {
 		struct task_ctx *tctx = lookup_task_ctx(p);
 
-		if (!tctx || !tctx->awaiting_agent)
-			continue;
-		/* A live agent that is behind keeps the tasks it will soon read. */
-		if (!quiet && time_delta(now, tctx->enqueue_ns) <= agent_stall_ns)
-			continue;
-		/* The rest go at the next sweep. */
-		if (!scx_bpf_dispatch_nr_slots())
+		/*
+		 * A live agent that is behind keeps the tasks it will soon
+		 * read; the queue is in arrival order, so the rest are newer.
+		 */
+		if (!quiet && tctx && time_delta(now, tctx->enqueue_ns) <= agent_stall_ns)
 			break;
-		tctx->awaiting_agent = 0;
-		tctx->enq_cnt++;
-		scx_bpf_dsq_insert(p, WL_FALLBACK_DSQ, slice_ns, 0);
-		scx_bpf_kick_cpu(scx_bpf_task_cpu(p), SCX_KICK_IDLE);
-		__sync_fetch_and_add(&nr_stall_rescues, 1);
+		if (tctx) {
+			clear_decision(tctx);
+			park_done(tctx);
+			tctx->awaiting_agent = 0;
+			tctx->enq_cnt++;
+		}
+		hint_enter(tctx, WL_HINT_FALLBACK);
+		if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, WL_FALLBACK_DSQ, 0)) {
+			hint_leave(tctx);
+		} else {
+			scx_bpf_kick_cpu(scx_bpf_task_cpu(p), SCX_KICK_IDLE);
+			__sync_fetch_and_add(&nr_stall_rescues, 1);
+		}
 	}
 }
 
@@ -1152,29 +1567,30 @@ void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
 
 	refresh_cpu_state(cpu, now);
 
-	bpf_user_ringbuf_drain(&decisions, apply_decision, NULL, BPF_RB_NO_WAKEUP);
-	/*
-	 * After the drain: apply_decision() takes its first dispatch slot
-	 * unchecked, so the sweep, which checks each, gets what is left.
-	 */
+	if (ring_transport &&
+	    bpf_user_ringbuf_drain(&decisions, drain_decision, NULL, BPF_RB_NO_WAKEUP) > 0)
+		apply_parked();
 	rescue_from_stalled_agent(now);
 
 	/*
 	 * The agent goes first: every task it has not placed yet is waiting
 	 * for it (on this CPU only if its last CPU will not take it soon).
-	 * Give it a fresh snapshot of every CPU just before it runs.
+	 * Give it a fresh snapshot of every CPU just before it runs. Not when
+	 * it is @prev, yielding: then it is in no queue yet, a task waiting
+	 * here runs first, and the agent's turn comes after (if @prev still
+	 * has work and nothing waits, it runs on, below).
 	 */
-	if (agent_has_work() && agent_may_run_on(cpu, now)) {
+	if (!(prev && is_agent(prev)) && agent_has_work() && agent_may_run_on(cpu, now)) {
 		refresh_all_cpu_states(now);
-		if (scx_bpf_dsq_move_to_local(WL_AGENT_DSQ, 0)) {
+		if (READ_ONCE(agent_parked) && scx_bpf_dsq_move_to_local(WL_AGENT_DSQ, 0)) {
 			agent_needed = 0;
 			return;
 		}
 	}
 
-	if (scx_bpf_dsq_move_to_local(cpu, 0))
+	if (may_be_queued(cpu) && scx_bpf_dsq_move_to_local(cpu, 0))
 		return;
-	if (scx_bpf_dsq_move_to_local(WL_FALLBACK_DSQ, 0))
+	if (may_be_queued(WL_HINT_FALLBACK) && scx_bpf_dsq_move_to_local(WL_FALLBACK_DSQ, 0))
 		return;
 
 	/*
@@ -1197,6 +1613,16 @@ void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
 		idle_balance(cpu, now);
 		return;
 	}
+	/*
+	 * An idle CPU (no @prev of ours) woken by a wake-up that now waits
+	 * for the agent is not going idle: the kernel would have queued that
+	 * task here, or sent it elsewhere without waking this CPU. Either way
+	 * it would not balance.
+	 */
+	if (!prev && READ_ONCE(parked_on[cpu & (WL_MAX_CPUS - 1)])) {
+		__sync_fetch_and_add(&nr_newidle_skipped_parked, 1);
+		return;
+	}
 	newidle_balance(cpu, now);
 }
 
@@ -1215,7 +1641,18 @@ void BPF_STRUCT_OPS(wakelab_tick, struct task_struct *p)
 	struct task_ctx *tctx;
 	u64 ran;
 
-	if (!idle_balance_on || is_agent(p) || !scx_bpf_dsq_nr_queued(cpu))
+	if (is_agent(p))
+		return;
+	/*
+	 * The agent's home CPU runs a task while the agent has work: that
+	 * task's sync wake-up promised to sleep (wake_agent() let it be) and
+	 * has not. Preempt it now; the tick bounds the agent's wait.
+	 */
+	if (cpu == agent_home() && agent_has_work()) {
+		__sync_fetch_and_add(&nr_agent_preempt_kicks, 1);
+		scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
+	}
+	if (!idle_balance_on || !cpu_dsq_nr_queued(cpu))
 		return;
 	tctx = lookup_task_ctx(p);
 	if (!tctx || !tctx->start_ns)
@@ -1238,11 +1675,14 @@ void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
 		cs->curr_policy = p->policy;
 	}
 	if (is_agent(p)) {
-		agent_last_run_ns = now;
+		/* Running, it looks at the ring before it parks again. */
+		agent_needed = 0;
+		WRITE_ONCE(agent_parked, 0);
+		wl_shared.agent_last_run_ns = now;
 		__sync_fetch_and_add(&nr_agent_runs, 1);
-		if (agent_cpu >= 0 && agent_cpu != cpu)
+		if (wl_shared.agent_cpu >= 0 && wl_shared.agent_cpu != cpu)
 			__sync_fetch_and_add(&nr_agent_migrations, 1);
-		agent_cpu = cpu;
+		wl_shared.agent_cpu = cpu;
 		return;
 	}
 	if (cs) {
@@ -1252,6 +1692,7 @@ void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
 	tctx = lookup_task_ctx(p);
 	if (!tctx)
 		return;
+	hint_leave(tctx);
 	tctx->awaiting_agent = 0;
 	tctx->start_ns = now;
 	if (tctx->enqueue_ns) {
@@ -1302,6 +1743,12 @@ void BPF_STRUCT_OPS(wakelab_stopping, struct task_struct *p, bool runnable)
 	if (is_agent(p))
 		return;
 	now = scx_bpf_now();
+	/*
+	 * A sleeper leaves the CPU's runnable count now, not at the next
+	 * refresh: the agent may decide many wake-ups before that.
+	 */
+	if (!runnable)
+		runnable_add(scx_bpf_task_cpu(p), -1);
 	cs = cpu_state_of(scx_bpf_task_cpu(p));
 	if (cs) {
 		cs->free_since_ns = now;
@@ -1315,7 +1762,7 @@ void BPF_STRUCT_OPS(wakelab_stopping, struct task_struct *p, bool runnable)
 		return;
 	tctx->exec_runtime += now - tctx->start_ns;
 	tctx->last_stop_ns = now;
-	if (!runnable && report_sleeps && !must_bypass_agent(p) &&
+	if (!runnable && READ_ONCE(wl_shared.report_sleeps) && !must_bypass_agent(p) &&
 	    !is_agent_helper_thread(p))
 		report_sleep(p, tctx->exec_runtime, now);
 }
@@ -1357,9 +1804,13 @@ void BPF_STRUCT_OPS(wakelab_update_idle, s32 cpu, bool idle)
 		 * kicks it, or this CPU sees the work and kicks itself.
 		 */
 		__sync_lock_test_and_set(&cs->idle, 1);
-		if (scx_bpf_dsq_nr_queued(WL_AGENT_DSQ) && agent_has_work() &&
+		cs->nr_runnable = 0;
+		if (READ_ONCE(agent_parked) && agent_has_work() &&
 		    agent_may_run_on(cpu, now)) {
 			__sync_fetch_and_add(&nr_idle_agent_kicks, 1);
+			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		} else if (cpu_dsq_nr_queued(cpu)) {
+			/* A decision queued here raced with going idle (note_queued_on()). */
 			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 		}
 	} else {
@@ -1370,21 +1821,47 @@ void BPF_STRUCT_OPS(wakelab_update_idle, s32 cpu, bool idle)
 	}
 }
 
+/*
+ * A safety net under the hints and the idle/queue pairings: with exact
+ * lookups (a few per heartbeat), wake every idle CPU that has tasks in its
+ * own queue, and one idle CPU if the fallback queue holds tasks.
+ */
+static void kick_stranded(void)
+{
+	bool fallback = scx_bpf_dsq_nr_queued(WL_FALLBACK_DSQ) > 0;
+	s32 cpu;
+
+	bpf_for(cpu, 0, nr_cpu_ids) {
+		struct cpu_state *cs = cpu_state_of(cpu);
+
+		if (!cs || !READ_ONCE(cs->idle))
+			continue;
+		if (fallback || scx_bpf_dsq_nr_queued(cpu) > 0) {
+			fallback = false;
+			__sync_fetch_and_add(&nr_stranded_kicks, 1);
+			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		}
+	}
+}
+
 static int heartbeat_fn(void *map, int *key, struct bpf_timer *timer)
 {
 	u64 now = scx_bpf_now();
 
+	/* Decisions that arrived before their task was parked, still undone. */
+	if (READ_ONCE(wl_shared.decisions_pending))
+		apply_parked();
+	kick_stranded();
 	/*
 	 * Without this the agent could starve: if every CPU stays busy with
 	 * tasks that never reach ops.dispatch() for a while, nothing would
 	 * move it to a CPU.
 	 */
 	if (agent_has_work() ||
-	    time_delta(now, agent_last_run_ns) >= WL_HEARTBEAT_NS) {
+	    time_delta(now, READ_ONCE(wl_shared.agent_last_run_ns)) >= WL_HEARTBEAT_NS) {
 		agent_needed = 1;
 		__sync_fetch_and_add(&nr_heartbeat_kicks, 1);
-		if (cpu_valid(agent_cpu))
-			scx_bpf_kick_cpu(agent_cpu, SCX_KICK_IDLE);
+		kick_agent_cpu(SCX_KICK_IDLE);
 	}
 	bpf_timer_start(timer, WL_HEARTBEAT_NS, 0);
 	return 0;
@@ -1398,6 +1875,20 @@ s32 BPF_STRUCT_OPS(wakelab_init_task, struct task_struct *p,
 		return -ENOMEM;
 	return 0;
 }
+
+/* A task leaving us (exit, or another class) takes no decision with it. */
+void BPF_STRUCT_OPS(wakelab_exit_task, struct task_struct *p,
+		    struct scx_exit_task_args *args)
+{
+	struct task_ctx *tctx = lookup_task_ctx(p);
+
+	if (tctx) {
+		clear_decision(tctx);
+		park_done(tctx);
+		hint_leave(tctx);
+	}
+}
+
 
 void BPF_STRUCT_OPS(wakelab_enable, struct task_struct *p)
 {
@@ -1431,9 +1922,12 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(wakelab_init)
 	err = scx_bpf_create_dsq(WL_AGENT_DSQ, -1);
 	if (err)
 		return err;
+	err = scx_bpf_create_dsq(WL_PARK_DSQ, -1);
+	if (err)
+		return err;
 
-	agent_last_run_ns = scx_bpf_now();
-	agent_cpu = -1;
+	wl_shared.agent_last_run_ns = scx_bpf_now();
+	wl_shared.agent_cpu = -1;
 
 	timer = bpf_map_lookup_elem(&heartbeat_timer, &key);
 	if (!timer)
@@ -1459,6 +1953,7 @@ SCX_OPS_DEFINE(wakelab_ops,
 	       .tick			= (void *)wakelab_tick,
 	       .enable			= (void *)wakelab_enable,
 	       .init_task		= (void *)wakelab_init_task,
+	       .exit_task		= (void *)wakelab_exit_task,
 	       .init			= (void *)wakelab_init,
 	       .exit			= (void *)wakelab_exit,
 	       /* Agent stalls must be caught by our own fallback first. */

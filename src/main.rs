@@ -89,6 +89,37 @@ struct Opts {
     #[arg(long)]
     newidle_wait_own_wakee: bool,
 
+    /// The CPU the agent's scheduling thread is pinned to: a CPU number,
+    /// `auto` (the highest-numbered CPU this process may use: low-numbered
+    /// CPUs are the ones benchmarks and the idle scans favour) or `any` (not
+    /// pinned: it then runs wherever a CPU is free and migrates). Pinned, it
+    /// never migrates, and a task of ours running on that CPU is preempted
+    /// when the agent has work. The agent stays invisible to the placement
+    /// engine, as CFS has no agent: that CPU is placed on like any other.
+    #[arg(long, value_name = "CPU|auto|any", default_value = "auto", value_parser = parse_agent_cpu)]
+    agent_cpu: live::agent::AgentCpu,
+
+    /// After each batch of decisions the agent polls for new wake-ups for up
+    /// to US microseconds before it yields its CPU (0: yield at once). A
+    /// wake-up that arrives meanwhile is decided without waking the agent,
+    /// which saves two context switches and an IPI. The default covers the
+    /// gap between the wake-ups of a ping-pong pair, in the VM as on
+    /// hardware, so such a pair never waits for the agent to be woken; an
+    /// idle system pays it once per burst of wake-ups. The cost is up to US
+    /// of the agent's CPU per batch (`stats`: agent cpu, spin);
+    /// docs/benchmarks/fast-lane.md has the measurements behind the default.
+    #[arg(long, value_name = "US", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    agent_spin_us: u64,
+
+    /// How the agent's decisions reach the kernel: `syscall` (the fast lane:
+    /// one bpf() call per batch moves every decided task onto its CPU),
+    /// `ring` (a ring buffer drained when the agent yields its CPU: the
+    /// fallback for kernels whose SYSCALL programs may not move tasks) or
+    /// `auto` (the fast lane if the kernel allows it). The log says which.
+    #[arg(long, value_name = "auto|syscall|ring", default_value = "auto", value_parser = parse_apply_path)]
+    apply_path: live::agent::ApplyPath,
+
     /// More logging (libbpf's messages, the verifier log on load failures).
     #[arg(short = 'v', long)]
     verbose: bool,
@@ -141,6 +172,30 @@ enum Command {
     /// Run a deterministic simulation of a workload through the placement engine and
     /// report migrations, wake-affine rates and a latency proxy per flag setting.
     Sim(scx_wakelab::sim::SimArgs),
+}
+
+fn parse_agent_cpu(s: &str) -> Result<live::agent::AgentCpu, String> {
+    use live::agent::AgentCpu;
+    match s {
+        "auto" => Ok(AgentCpu::Auto),
+        "any" => Ok(AgentCpu::Any),
+        _ => s
+            .parse::<usize>()
+            .ok()
+            .filter(|&c| c < scx_wakelab::policy::MAX_CPUS)
+            .map(AgentCpu::Cpu)
+            .ok_or_else(|| format!("'{s}' is not a CPU number, 'auto' or 'any'")),
+    }
+}
+
+fn parse_apply_path(s: &str) -> Result<live::agent::ApplyPath, String> {
+    use live::agent::ApplyPath;
+    match s {
+        "auto" => Ok(ApplyPath::Auto),
+        "syscall" => Ok(ApplyPath::Syscall),
+        "ring" => Ok(ApplyPath::Ring),
+        _ => Err(format!("'{s}' is not 'auto', 'syscall' or 'ring'")),
+    }
 }
 
 fn parse_interval(s: &str) -> Result<f64, String> {
@@ -269,6 +324,9 @@ fn main() -> ExitCode {
         idle_balance: opts.idle_balance,
         idle_balance_busy_us: opts.idle_balance_busy_us,
         newidle_wait_own_wakee: opts.newidle_wait_own_wakee,
+        agent_cpu: opts.agent_cpu,
+        spin_us: opts.agent_spin_us,
+        apply_path: opts.apply_path,
         open_opts: opts.libbpf.clone().into_bpf_open_opts(),
     };
     match live::run_scheduler(cfg, policy, opts.stats, &opts.socket, opts.trace.as_deref()) {

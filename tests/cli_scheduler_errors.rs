@@ -40,6 +40,13 @@ fn invalid_option_values_are_one_line_errors() {
     assert_one_line_error(&["--exit-dump-len=-5"], 2, "--exit-dump-len");
     assert_one_line_error(&["--no-such-flag"], 2, "--no-such-flag");
     assert_one_line_error(&["--preset", "v4.19"], 2, "--preset");
+    assert_one_line_error(&["--agent-cpu", "last"], 2, "--agent-cpu");
+    assert_one_line_error(&["--agent-cpu=-1"], 2, "--agent-cpu");
+    assert_one_line_error(&["--agent-cpu", "99999999"], 2, "--agent-cpu");
+    assert_one_line_error(&["--agent-spin-us=-5"], 2, "--agent-spin-us");
+    assert_one_line_error(&["--agent-spin-us", "100001"], 2, "--agent-spin-us");
+    assert_one_line_error(&["--agent-spin-us", "fast"], 2, "--agent-spin-us");
+    assert_one_line_error(&["--apply-path", "ipc"], 2, "--apply-path");
 }
 
 #[test]

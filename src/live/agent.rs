@@ -5,12 +5,18 @@
 //! placed yet could be holding, so it does no I/O after start-up: logging
 //! and stats printing happen on other threads, which the BPF side dispatches
 //! without asking the agent (bpf/main.bpf.c, is_agent_helper_thread()).
+//!
+//! The thread is pinned to one CPU, its home (`--agent-cpu`): it never
+//! migrates, and BPF preempts that CPU's task when the agent has work. After
+//! each batch it hands its decisions over by the fast lane (one
+//! `bpf_prog_test_run` of the apply_decisions program, which moves the tasks
+//! onto their CPUs at once) or, on kernels that do not allow that, by the
+//! decisions ring, drained when it yields. Then it polls for new wake-ups
+//! for up to `--agent-spin-us` before it yields the CPU.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::mem::{MaybeUninit, size_of};
-use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,13 +27,34 @@ use scx_utils::{
     UserExitInfo, compat, scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report,
 };
 
-use super::bpf_intf::wakeup_msg_kind_WL_MSG_SLEEP as WL_MSG_SLEEP;
-use super::bpf_intf::{self, decision_msg, wakeup_msg};
 use super::bpf_skel::*;
 use super::control::ControlQueue;
 use super::libbpf_log;
 use super::placement::{Outcome, Placer};
+use super::protocol::{self, APPLY_MAX, Decision, DecisionRing, Message, RING_ENTRIES, WakeupRing};
 use super::stats::{HOP_ENQUEUE_READ, HOP_READ_COMMIT, LiveMetrics};
+
+/// Where the scheduling thread runs (`--agent-cpu`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentCpu {
+    /// The highest-numbered CPU the process may use.
+    Auto,
+    Cpu(usize),
+    /// Not pinned: any CPU whose dispatch finds the agent's work (it then
+    /// migrates whenever its last CPU is busy).
+    Any,
+}
+
+/// How decisions reach BPF (`--apply-path`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApplyPath {
+    /// The fast lane if the kernel allows it, else the ring.
+    Auto,
+    /// The apply_decisions SYSCALL program; fail if the kernel refuses it.
+    Syscall,
+    /// The decisions user ring, drained when the agent yields.
+    Ring,
+}
 
 /// What the agent needs from the command line.
 #[derive(Clone, Debug)]
@@ -45,40 +72,139 @@ pub struct AgentConfig {
     pub idle_balance_busy_us: u64,
     /// --newidle-wait-own-wakee: see own_wakee_until in bpf/main.bpf.c.
     pub newidle_wait_own_wakee: bool,
+    /// --agent-cpu.
+    pub agent_cpu: AgentCpu,
+    /// --agent-spin-us: poll this long for new wake-ups after a batch.
+    pub spin_us: u64,
+    /// --apply-path.
+    pub apply_path: ApplyPath,
     pub open_opts: Option<libbpf_rs::libbpf_sys::bpf_object_open_opts>,
 }
 
-const WAKEUP_MSG_SIZE: usize = size_of::<wakeup_msg>();
-const DECISION_MSG_SIZE: usize = size_of::<decision_msg>();
-/// Messages taken from the ring per loop iteration: bounds the time between
-/// two submissions of decisions, so early tasks are not held back by late
-/// ones.
-const BATCH: usize = 512;
+/// Messages taken from the ring per loop iteration: one apply run's worth,
+/// which bounds the time between two hand-overs, so early tasks are not held
+/// back by late ones.
+const BATCH: usize = APPLY_MAX;
 /// How often the scheduling thread publishes counters for the stats thread.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+/// Apply runs in a row that look again for decisions whose task was not
+/// parked yet (the agent read the message first); the heartbeat does the
+/// rest.
+const MAX_APPLY_RETRIES: u32 = 16;
+
+/// How decisions reach BPF.
+enum Transport {
+    /// The apply_decisions program, run after each batch.
+    FastLane,
+    /// The decisions ring, and what it had no room for yet.
+    Ring {
+        ring: DecisionRing,
+        backlog: VecDeque<Decision>,
+    },
+}
 
 pub struct Agent<'a> {
     skel: BpfSkel<'a>,
     struct_ops: Option<libbpf_rs::Link>,
-    wakeups: libbpf_rs::RingBuffer<'static>,
-    decisions: libbpf_rs::UserRingBuffer,
-    inbox: Rc<RefCell<Vec<wakeup_msg>>>,
-    /// Decisions the user ring had no room for yet.
-    backlog: VecDeque<decision_msg>,
+    wakeups: WakeupRing,
+    transport: Transport,
+    inbox: Vec<Message>,
+    batch: Vec<Decision>,
+    readings: Vec<protocol::CpuReading>,
     placer: Placer,
     metrics: Arc<Mutex<LiveMetrics>>,
     local: LiveMetrics,
     last_publish: Instant,
     control: ControlQueue,
+    spin_ns: u64,
+    /// Messages read from the ring so far (BPF's nr_ring_msgs counts those
+    /// submitted): a spinning agent compares the two, no syscall.
+    consumed: u64,
+    apply_retries: u32,
+}
+
+/// The CPU the scheduling thread is pinned to, if any, among the online
+/// CPUs this process may use.
+fn choose_home_cpu(want: AgentCpu, online: &[usize]) -> Result<Option<usize>> {
+    // SAFETY: sched_getaffinity writes only into the set we pass.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sched_getaffinity(0, size_of_cpuset(), &mut set) } != 0 {
+        return Err(anyhow!(
+            "reading the agent's CPU affinity: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: CPU_ISSET reads the set; cpu < CPU_SETSIZE is checked.
+    let allowed =
+        |cpu: usize| cpu < libc::CPU_SETSIZE as usize && unsafe { libc::CPU_ISSET(cpu, &set) };
+    pick_home_cpu(want, online, allowed)
+}
+
+/// The highest-numbered allowed online CPU for `Auto`: benchmarks, and the
+/// kernel's own idle scans (which start from the waker's or prev CPU and go
+/// up), favour low-numbered CPUs, so the last one is the least wanted.
+fn pick_home_cpu(
+    want: AgentCpu,
+    online: &[usize],
+    allowed: impl Fn(usize) -> bool,
+) -> Result<Option<usize>> {
+    match want {
+        AgentCpu::Any => Ok(None),
+        AgentCpu::Cpu(cpu) => {
+            if !online.contains(&cpu) {
+                return Err(anyhow!(
+                    "--agent-cpu {cpu}: not an online CPU (online: {online:?})"
+                ));
+            }
+            if !allowed(cpu) {
+                return Err(anyhow!(
+                    "--agent-cpu {cpu}: outside this process's CPU affinity"
+                ));
+            }
+            Ok(Some(cpu))
+        }
+        AgentCpu::Auto => online
+            .iter()
+            .rev()
+            .copied()
+            .find(|&c| allowed(c))
+            .map(Some)
+            .ok_or_else(|| anyhow!("no online CPU in this process's CPU affinity")),
+    }
+}
+
+fn size_of_cpuset() -> usize {
+    std::mem::size_of::<libc::cpu_set_t>()
+}
+
+/// Pin the calling thread to `cpu`.
+fn pin_to(cpu: usize) -> Result<()> {
+    // SAFETY: CPU_ZERO/CPU_SET write into our own set; sched_setaffinity reads it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+    }
+    if unsafe { libc::sched_setaffinity(0, size_of_cpuset(), &set) } != 0 {
+        return Err(anyhow!(
+            "pinning the agent to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 impl<'a> Agent<'a> {
+    /// Load and attach. With `fast_lane` the apply_decisions program is
+    /// loaded too; a kernel whose verifier refuses it fails the load, and
+    /// the caller may try again without it.
     pub fn init(
         cfg: &AgentConfig,
         placer: Placer,
         open_object: &'a mut MaybeUninit<OpenObject>,
         metrics: Arc<Mutex<LiveMetrics>>,
         control: ControlQueue,
+        fast_lane: bool,
     ) -> Result<Self> {
         let builder = BpfSkelBuilder::default();
         // After the builder: libbpf-rs' ObjectBuilder::debug() would replace
@@ -88,6 +214,11 @@ impl<'a> Agent<'a> {
         let open_opts = cfg.open_opts;
         let mut skel = scx_ops_open!(builder, open_object, wakelab_ops, open_opts)
             .context("opening the BPF component")?;
+
+        let online: Vec<usize> = (0..placer.nr_cpus())
+            .filter(|&c| placer.engine().topology().is_online(c))
+            .collect();
+        let home = choose_home_cpu(cfg.agent_cpu, &online)?;
 
         let rodata = skel
             .maps
@@ -104,15 +235,20 @@ impl<'a> Agent<'a> {
         rodata.idle_balance_on = cfg.idle_balance;
         rodata.idle_balance_busy_ns = cfg.idle_balance_busy_us * 1000;
         rodata.newidle_wait_own_wakee = cfg.newidle_wait_own_wakee;
+        rodata.ring_transport = !fast_lane;
+        if !fast_lane {
+            skel.progs.apply_decisions.set_autoload(false);
+        }
 
         let ops = skel.struct_ops.wakelab_ops_mut();
         // KEEP_BUILTIN_IDLE: we define ops.update_idle() for our table but
-        // keep the kernel's idle masks. ALLOW_QUEUED_WAKEUP: remote wake-ups
-        // go through the wakelist, so rq->ttwu_pending means something for
-        // our tasks too (cfs-wakeup-placement.md, 11.5).
-        // ENQ_LAST: without it the kernel keeps running a yielding agent
-        // whose CPU has nothing else to do, and the agent spins instead of
-        // parking in its queue (bpf/main.bpf.c, wakelab_enqueue()).
+        // keep the kernel's idle masks (apply_parked() claims idle CPUs in
+        // them). ALLOW_QUEUED_WAKEUP: remote wake-ups go through the
+        // wakelist, so rq->ttwu_pending means something for our tasks too
+        // (cfs-wakeup-placement.md, 11.5). ENQ_LAST: without it the kernel
+        // keeps running a yielding agent whose CPU has nothing else to do,
+        // and the agent spins instead of parking in its queue
+        // (bpf/main.bpf.c, wakelab_enqueue()).
         ops.flags = *compat::SCX_OPS_KEEP_BUILTIN_IDLE
             | *compat::SCX_OPS_ALLOW_QUEUED_WAKEUP
             | *compat::SCX_OPS_ENQ_LAST;
@@ -134,22 +270,38 @@ impl<'a> Agent<'a> {
             }
         };
 
+        // Before attach: BPF reads these from its first callback on.
+        {
+            let bss = skel
+                .maps
+                .bss_data
+                .as_mut()
+                .ok_or_else(|| anyhow!("BPF .bss is not mapped"))?;
+            let topo = placer.engine().topology();
+            let llc_node: Vec<(u32, u32)> = (0..topo.nr_cpus())
+                .map(|c| topo.desc(c).map_or((0, 0), |d| (d.llc, d.node)))
+                .collect();
+            protocol::set_topology(bss, &llc_node, home);
+        }
+        push_policy_to_bpf(&mut skel, &placer);
+
+        // Pinned before the scheduler takes over, so that the kernel never
+        // has to move the agent once it is ours.
+        if let Some(cpu) = home {
+            pin_to(cpu)?;
+        }
+
         let link = scx_ops_attach!(skel, wakelab_ops)?;
 
-        let inbox: Rc<RefCell<Vec<wakeup_msg>>> = Rc::new(RefCell::new(Vec::with_capacity(BATCH)));
-        let sink = inbox.clone();
-        let mut rbb = libbpf_rs::RingBufferBuilder::new();
-        rbb.add(&skel.maps.wakeups, move |data: &[u8]| {
-            if data.len() >= WAKEUP_MSG_SIZE {
-                // SAFETY: the record is a struct wakeup_msg written by BPF;
-                // read it unaligned into our own copy.
-                let msg = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const wakeup_msg) };
-                sink.borrow_mut().push(msg);
+        let wakeups = WakeupRing::new(&skel.maps.wakeups)?;
+        let transport = if fast_lane {
+            Transport::FastLane
+        } else {
+            Transport::Ring {
+                ring: DecisionRing::new(&skel.maps.decisions)?,
+                backlog: VecDeque::with_capacity(RING_ENTRIES),
             }
-            0
-        })?;
-        let wakeups = rbb.build()?;
-        let decisions = libbpf_rs::UserRingBuffer::new(&skel.maps.decisions)?;
+        };
 
         // A page fault in the scheduling thread can deadlock the machine:
         // the task that would resolve it may be waiting for us. Lock all
@@ -170,51 +322,57 @@ impl<'a> Agent<'a> {
             }
         }
 
-        if let Some(bss) = skel.maps.bss_data.as_mut() {
-            let topo = placer.engine().topology();
-            for cpu in 0..topo.nr_cpus().min(bss.cpu_llc.len()) {
-                if let Some(d) = topo.desc(cpu) {
-                    bss.cpu_llc[cpu] = d.llc;
-                    bss.cpu_node[cpu] = d.node;
-                }
-            }
-        }
-        push_policy_to_bpf(&mut skel, &placer);
         info!(
-            "scx_wakelab loaded: {} CPUs, slice {} us, {} mode",
+            "scx_wakelab loaded: {} CPUs, slice {} us, {} mode; decisions by {}; agent on {}, spinning up to {} us after a batch",
             placer.nr_cpus(),
             cfg.slice_ns / 1000,
-            if cfg.partial { "partial" } else { "full" }
+            if cfg.partial { "partial" } else { "full" },
+            if fast_lane {
+                "the fast lane (apply_decisions SYSCALL program)"
+            } else {
+                "the decisions ring (fallback)"
+            },
+            home.map_or("any CPU (not pinned)".to_string(), |c| format!("CPU {c}")),
+            cfg.spin_us
         );
         Ok(Agent {
             skel,
             struct_ops: Some(link),
             wakeups,
-            decisions,
-            inbox,
-            backlog: VecDeque::with_capacity(bpf_intf::wakelab_consts_WL_RING_ENTRIES as usize),
+            transport,
+            inbox: Vec::with_capacity(BATCH),
+            batch: Vec::with_capacity(BATCH),
+            readings: vec![protocol::CpuReading::default(); placer.nr_cpus()],
             placer,
             metrics,
             local: LiveMetrics::default(),
             last_publish: Instant::now(),
             control,
+            spin_ns: cfg.spin_us * 1000,
+            consumed: 0,
+            apply_retries: 0,
         })
     }
 
     /// The scheduling loop. Returns when asked to stop or when the kernel
     /// unloads us; the exit info says whether to restart.
     pub fn run(&mut self, shutdown: &AtomicBool) -> Result<UserExitInfo> {
+        let mut spin_until = 0;
         while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
-            self.flush_backlog();
-            if self.backlog.is_empty() {
-                let n = self.wakeups.consume_raw_n(BATCH);
-                if n < 0 {
-                    warn!("consuming the wakeup ring failed: {n}");
-                }
-                self.place_inbox(monotonic_ns());
-            }
+            let placed = self.step()?;
             self.apply_control();
             self.publish(false);
+            if placed {
+                spin_until = monotonic_ns() + self.spin_ns;
+            }
+            // A task waits for this CPU: give it up now.
+            if self.take_yield_request() {
+                std::thread::yield_now();
+                continue;
+            }
+            if self.wants_retry() || self.spin_for_work(spin_until) {
+                continue;
+            }
             // Give the CPU back. BPF parks us in our own queue and runs us
             // again only when there is work (or at the heartbeat).
             std::thread::yield_now();
@@ -225,86 +383,182 @@ impl<'a> Agent<'a> {
         uei_report!(&self.skel, uei)
     }
 
-    /// Decide every message of the inbox, read at `read_ns` (CLOCK_MONOTONIC).
-    fn place_inbox(&mut self, read_ns: u64) {
-        let msgs = std::mem::take(&mut *self.inbox.borrow_mut());
+    /// Read what waits in the ring, decide, hand the decisions over.
+    /// Returns whether anything was decided.
+    fn step(&mut self) -> Result<bool> {
+        if let Transport::Ring { .. } = self.transport {
+            self.flush_backlog();
+            if self.backlog_len() > 0 {
+                return Ok(false);
+            }
+        }
+        let mut inbox = std::mem::take(&mut self.inbox);
+        let read = self.wakeups.consume(BATCH, &mut inbox);
+        let read_ns = monotonic_ns();
+        if let Err(e) = read {
+            warn!("{e:#}");
+        }
+        self.place(&inbox, read_ns);
+        let placed = !self.batch.is_empty();
+        self.hand_over()?;
+        self.inbox = inbox;
+        Ok(placed)
+    }
+
+    /// Decide every message of `msgs`, read at `read_ns` (CLOCK_MONOTONIC),
+    /// into self.batch.
+    fn place(&mut self, msgs: &[Message], read_ns: u64) {
+        self.batch.clear();
         if msgs.is_empty() {
-            self.inbox.replace(msgs);
             return;
         }
         let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
-        bss.agent_consumed += msgs.len() as u64;
-        // BPF wakes us for wake-ups only; sleep reports ride along.
-        bss.agent_consumed_wakeups += msgs.iter().filter(|m| m.kind != WL_MSG_SLEEP).count() as u64;
-        let now = msgs.iter().map(|m| m.enqueue_ns).max().unwrap_or(0);
-        self.placer
-            .begin_batch(&bss.cpu_state[..], &bss.own_wakee_until[..], now);
-        let mut pushed = 0;
-        for msg in &msgs {
-            if msg.kind == WL_MSG_SLEEP {
-                self.local.sleep_events += 1;
-                self.placer.on_sleep(msg);
-                continue;
-            }
-            self.local.record_hop(
-                HOP_ENQUEUE_READ,
-                read_ns.saturating_sub(msg.enqueue_mono_ns),
-            );
-            let placed = self.placer.place(msg);
+        let wakeups = msgs
+            .iter()
+            .filter(|m| matches!(m, Message::Wakeup(_)))
+            .count() as u64;
+        protocol::note_consumed(bss, msgs.len() as u64, wakeups);
+        self.consumed += msgs.len() as u64;
+        let now = msgs
+            .iter()
+            .map(|m| match m {
+                Message::Wakeup(w) => w.enqueue_ns,
+                Message::Sleep(s) => s.at_ns,
+            })
+            .max()
+            .unwrap_or(0);
+        protocol::read_cpus(bss, &mut self.readings);
+        self.placer.begin_batch(&self.readings, now);
+        for msg in msgs {
+            let w = match msg {
+                Message::Sleep(s) => {
+                    self.local.sleep_events += 1;
+                    self.placer.on_sleep(s);
+                    continue;
+                }
+                Message::Wakeup(w) => w,
+            };
+            self.local
+                .record_hop(HOP_ENQUEUE_READ, read_ns.saturating_sub(w.enqueue_mono_ns));
+            let placed = self.placer.place(w);
             self.local.nr_decisions += 1;
             if placed.outcome == Outcome::DelayedRequeue {
                 self.local.delayed_requeues += 1;
             }
-            // In flight until BPF applies it: a newly-idle CPU with
-            // decisions on their way skips its pull (seed 2).
-            if let Some(slot) = bss.inflight.get_mut(placed.cpu) {
-                // SAFETY: BPF decrements this u32 with atomic ops; ours
-                // must be atomic too. The .bss mapping is 4-byte aligned.
-                unsafe { AtomicU32::from_ptr(slot as *mut u32) }.fetch_add(1, Ordering::Relaxed);
-            }
-            self.backlog.push_back(decision_msg {
-                pid: msg.pid,
-                cpu: placed.cpu as i32,
-                enq_cnt: msg.enq_cnt,
-                slice_ns: 0,
-                enqueue_ns: msg.enqueue_ns,
-                committed_ns: 0,
-            });
-            pushed += 1;
+            // On its way until BPF carries it out: a newly-idle CPU with
+            // decisions coming skips its pull (seed 2), and the next batch
+            // counts the task as queued there.
+            protocol::add_inflight(bss, placed.cpu);
+            self.batch.push(Decision::for_wakeup(w, placed.cpu));
         }
         // Handed over now: one clock read for the batch.
         let committed = monotonic_ns();
-        let start = self.backlog.len() - pushed;
-        for d in self.backlog.iter_mut().skip(start) {
+        for d in &mut self.batch {
             d.committed_ns = committed;
             self.local
                 .record_hop(HOP_READ_COMMIT, committed.saturating_sub(read_ns));
         }
-        let mut msgs = msgs;
-        msgs.clear();
-        self.inbox.replace(msgs);
-        self.flush_backlog();
     }
 
-    /// Submit queued decisions until the user ring is full.
+    /// Hand self.batch to BPF.
+    fn hand_over(&mut self) -> Result<()> {
+        match &mut self.transport {
+            Transport::FastLane => {
+                if self.batch.is_empty() {
+                    return Ok(());
+                }
+                let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
+                protocol::apply(&self.skel.progs.apply_decisions, bss, &self.batch)?;
+                self.apply_retries = 0;
+            }
+            Transport::Ring { backlog, .. } => backlog.extend(self.batch.drain(..)),
+        }
+        self.flush_backlog();
+        Ok(())
+    }
+
+    /// Fast lane: decisions whose task was not parked yet when the apply
+    /// run looked (the agent read the message first). Look again, a few
+    /// times; the heartbeat does the rest. Returns whether it did.
+    fn wants_retry(&mut self) -> bool {
+        if !matches!(self.transport, Transport::FastLane) || self.apply_retries >= MAX_APPLY_RETRIES
+        {
+            return false;
+        }
+        let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
+        if protocol::decisions_pending(bss) == 0 {
+            return false;
+        }
+        self.apply_retries += 1;
+        self.local.apply_retries += 1;
+        if let Err(e) = protocol::apply(&self.skel.progs.apply_decisions, bss, &[]) {
+            warn!("{e:#}");
+        }
+        true
+    }
+
+    fn backlog_len(&self) -> usize {
+        match &self.transport {
+            Transport::Ring { backlog, .. } => backlog.len(),
+            Transport::FastLane => 0,
+        }
+    }
+
+    /// Ring transport: submit queued decisions until the ring is full.
     fn flush_backlog(&mut self) {
-        while let Some(d) = self.backlog.front() {
-            let Ok(mut sample) = self.decisions.reserve(DECISION_MSG_SIZE) else {
-                self.local.decision_ring_full += 1;
-                break;
-            };
-            let buf = sample.as_mut();
-            // SAFETY: the sample is DECISION_MSG_SIZE bytes, reserved for us.
-            unsafe { std::ptr::write_unaligned(buf.as_mut_ptr() as *mut decision_msg, *d) };
-            if self.decisions.submit(sample).is_err() {
+        let Transport::Ring { ring, backlog } = &mut self.transport else {
+            return;
+        };
+        while let Some(d) = backlog.front() {
+            if !ring.submit(d) {
                 self.local.decision_ring_full += 1;
                 break;
             }
-            self.backlog.pop_front();
+            backlog.pop_front();
         }
+        let n = backlog.len() as u64;
         if let Some(bss) = self.skel.maps.bss_data.as_mut() {
-            bss.agent_backlog = self.backlog.len() as u64;
+            protocol::set_backlog(bss, n);
         }
+    }
+
+    fn take_yield_request(&mut self) -> bool {
+        let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
+        protocol::take_yield_request(bss)
+    }
+
+    /// Poll for new messages until `until` (CLOCK_MONOTONIC): true when one
+    /// came, false when the time ran out or a task wants this CPU. The ring
+    /// is compared through memory only; `spin_loop()` is x86's PAUSE, which
+    /// also hands an emulator's turn to the next vCPU (QEMU TCG).
+    fn spin_for_work(&mut self, until: u64) -> bool {
+        let start = monotonic_ns();
+        if start >= until {
+            return false;
+        }
+        let bss = self.skel.maps.bss_data.as_ref().expect("bss is mapped");
+        let mut got = false;
+        let mut now = start;
+        let mut i: u32 = 0;
+        loop {
+            if protocol::ring_msgs(bss) != self.consumed {
+                got = true;
+                break;
+            }
+            if i.is_multiple_of(64) {
+                if protocol::yield_requested(bss) || self.control.has_requests() {
+                    break;
+                }
+                now = monotonic_ns();
+                if now >= until {
+                    break;
+                }
+            }
+            i = i.wrapping_add(1);
+            std::hint::spin_loop();
+        }
+        self.local.agent_spin_ns += now.max(start) - start;
+        got
     }
 
     /// Runtime flag changes from `scx_wakelab set`, applied between batches.
@@ -342,7 +596,7 @@ impl<'a> Agent<'a> {
         let Some(bss) = self.skel.maps.bss_data.as_ref() else {
             return;
         };
-        self.local.absorb_bpf(bss);
+        protocol::read_counters(bss, &mut self.local);
         self.local.policy = *self.placer.engine().counters();
         self.local.trace_dropped = self.placer.trace_dropped;
         // publish() runs on the scheduling thread: its clock is the agent's.
@@ -395,10 +649,12 @@ fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
 /// The parts of the policy that BPF carries out itself.
 fn push_policy_to_bpf(skel: &mut BpfSkel, placer: &Placer) {
     if let Some(bss) = skel.maps.bss_data.as_mut() {
-        bss.report_sleeps = placer.wants_sleep_events() as u32;
-    }
-    if let Some(data) = skel.maps.data_data.as_mut() {
-        data.newidle_skip_pending = placer.engine().config().newidle_skip_pending_wakeup as u32;
+        protocol::set_policy(
+            bss,
+            placer.wants_sleep_events(),
+            true,
+            placer.engine().config().newidle_skip_pending_wakeup,
+        );
     }
 }
 
@@ -406,5 +662,43 @@ impl Drop for Agent<'_> {
     fn drop(&mut self) {
         self.struct_ops.take();
         scx_rustland_core::ALLOCATOR.unlock_memory();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_cpu_is_the_last_allowed_online_cpu_or_the_one_asked_for() {
+        let online = [0, 1, 2, 3, 5];
+        let all = |_| true;
+        let not_5 = |c| c != 5;
+        assert_eq!(
+            pick_home_cpu(AgentCpu::Auto, &online, all).unwrap(),
+            Some(5)
+        );
+        assert_eq!(
+            pick_home_cpu(AgentCpu::Auto, &online, not_5).unwrap(),
+            Some(3)
+        );
+        assert_eq!(
+            pick_home_cpu(AgentCpu::Cpu(0), &online, all).unwrap(),
+            Some(0)
+        );
+        assert_eq!(pick_home_cpu(AgentCpu::Any, &online, all).unwrap(), None);
+        let e = pick_home_cpu(AgentCpu::Cpu(4), &online, all)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--agent-cpu 4: not an online CPU"), "{e}");
+        let e = pick_home_cpu(AgentCpu::Cpu(5), &online, not_5)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("outside this process's CPU affinity"), "{e}");
+        assert!(pick_home_cpu(AgentCpu::Auto, &online, |_| false).is_err());
+        // and the real process: some CPU of those it may use
+        let here: Vec<usize> =
+            (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+        assert!(choose_home_cpu(AgentCpu::Auto, &here).is_ok());
     }
 }

@@ -40,13 +40,23 @@ impl ControlRequest {
     }
 }
 
+/// Requests from the control socket for the scheduling thread, which takes
+/// them between batches. `pending` lets a spinning agent notice one without
+/// taking the lock.
 #[derive(Clone, Default)]
-pub struct ControlQueue(Arc<Mutex<Vec<ControlRequest>>>);
+pub struct ControlQueue {
+    queue: Arc<Mutex<Vec<ControlRequest>>>,
+    pending: Arc<AtomicBool>,
+}
 
 impl ControlQueue {
     /// The pending requests, if any and if the lock is free right now.
     pub fn try_take(&self) -> Option<Vec<ControlRequest>> {
-        let mut q = self.0.try_lock().ok()?;
+        if !self.has_requests() {
+            return None;
+        }
+        let mut q = self.queue.try_lock().ok()?;
+        self.pending.store(false, Ordering::Relaxed);
         if q.is_empty() {
             None
         } else {
@@ -54,9 +64,15 @@ impl ControlQueue {
         }
     }
 
+    /// Whether a request waits (no lock taken).
+    pub fn has_requests(&self) -> bool {
+        self.pending.load(Ordering::Relaxed)
+    }
+
     fn push(&self, r: ControlRequest) {
-        if let Ok(mut q) = self.0.lock() {
+        if let Ok(mut q) = self.queue.lock() {
             q.push(r);
+            self.pending.store(true, Ordering::Relaxed);
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod control;
 pub mod env_checks;
 pub mod libbpf_log;
 pub mod placement;
+pub mod protocol;
 pub mod stats;
 
 use std::mem::MaybeUninit;
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use log::info;
 
-use agent::{Agent, AgentConfig};
+use agent::{Agent, AgentConfig, ApplyPath};
 use control::{ControlQueue, Shared};
 use placement::{Placer, topology_from_scx};
 use scx_wakelab::policy::Config;
@@ -65,6 +66,9 @@ pub fn run_scheduler(
     let tracer = trace.map(spawn_trace_writer).transpose()?;
 
     let started = Instant::now();
+    // The fast lane unless asked otherwise or the kernel refuses it; a
+    // refusal is remembered across restarts.
+    let mut fast_lane = cfg.apply_path != ApplyPath::Ring;
     let result = loop {
         let topo = scx_utils::Topology::new().context("reading the CPU topology from sysfs")?;
         // Logged at each (re)load: after CPU hotplug this is the new topology.
@@ -76,23 +80,49 @@ pub fn run_scheduler(
             cpu_ranges(&online)
         );
         let policy = config.lock().map(|c| *c).unwrap_or_default();
-        let mut placer = Placer::new(
-            topology_from_scx(&topo)?,
-            policy,
-            unsafe { libc::gettid() },
-            cfg.slice_ns,
-        )?;
-        if let Some((tx, _)) = &tracer {
-            placer.set_trace(tx.clone());
-        }
+        let make_placer = || -> Result<Placer> {
+            let mut placer = Placer::new(
+                topology_from_scx(&topo)?,
+                policy,
+                unsafe { libc::gettid() },
+                cfg.slice_ns,
+            )?;
+            if let Some((tx, _)) = &tracer {
+                placer.set_trace(tx.clone());
+            }
+            Ok(placer)
+        };
         let mut open_object = MaybeUninit::uninit();
-        let mut agent = Agent::init(
+        let mut fallback_object = MaybeUninit::uninit();
+        let first = Agent::init(
             &cfg,
-            placer,
+            make_placer()?,
             &mut open_object,
             metrics.clone(),
             queue.clone(),
-        )?;
+            fast_lane,
+        );
+        let mut agent = match first {
+            Ok(agent) => agent,
+            Err(e) if fast_lane && cfg.apply_path == ApplyPath::Auto => {
+                // Perhaps only the fast lane's program was refused: try
+                // without it, and report the first error only if that works.
+                let agent = Agent::init(
+                    &cfg,
+                    make_placer()?,
+                    &mut fallback_object,
+                    metrics.clone(),
+                    queue.clone(),
+                    false,
+                )?;
+                log::warn!(
+                    "the fast lane is not available on this kernel ({e:#}): decisions go through the decisions ring"
+                );
+                fast_lane = false;
+                agent
+            }
+            Err(e) => return Err(e),
+        };
         let exit = agent.run(&shutdown);
         drop(agent);
         match exit {

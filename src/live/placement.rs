@@ -31,24 +31,38 @@ use std::sync::mpsc::SyncSender;
 
 use scx_wakelab::explain::TraceRecord;
 
-use crate::live::bpf_intf::{
-    waker_context_WAKER_HARDIRQ as WAKER_HARDIRQ, waker_context_WAKER_NMI as WAKER_NMI,
-    waker_context_WAKER_SOFTIRQ as WAKER_SOFTIRQ, wakeup_msg,
-    wakeup_msg_flags_WL_MSG_SELECTED as WL_MSG_SELECTED,
-    wakeup_msg_flags_WL_MSG_WAKER_EXITING as WL_MSG_WAKER_EXITING,
-    wakeup_msg_flags_WL_MSG_WAKER_PCPU_KTHREAD as WL_MSG_WAKER_PCPU_KTHREAD,
-    wakeup_msg_flags_WL_MSG_WAKEUP as WL_MSG_WAKEUP,
-};
-use crate::live::bpf_skel::types::cpu_state;
+use crate::live::protocol::{CpuReading, Sleep, Wakeup};
 use scx_wakelab::policy::{
     Config, CpuDesc, CpuSet, CpuSnapshot, DelayedDequeue, Engine, TaskState, Topology, WAKE_SYNC,
-    WakeCtx, WakerContext,
+    WakeCtx,
 };
 
 /// Nice-0 load weight, the unit of CpuSnapshot::load.
 const NICE_0_LOAD: u64 = 1024;
 /// Forget tasks not seen for this long (they exited, most likely).
 const TASK_TTL_NS: u64 = 30_000_000_000;
+
+/// Hashes a pid with one multiplication (Fibonacci hashing): the per-task
+/// table is read and written for every decision, and SipHash's defence
+/// against chosen keys buys nothing for pids, which users cannot pick.
+#[derive(Default, Clone, Copy)]
+struct PidHasher(u64);
+
+impl std::hash::Hasher for PidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, pid: u32) {
+        self.0 = (pid as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type PidMap<V> = HashMap<u32, V, std::hash::BuildHasherDefault<PidHasher>>;
 
 /// Why a task went where it went, beyond the engine's own rule chain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,7 +128,7 @@ pub struct Placer {
     engine: Engine,
     agent_pid: i32,
     slice_ns: u64,
-    tasks: HashMap<u32, StoredTask>,
+    tasks: PidMap<StoredTask>,
     snaps: Vec<CpuSnapshot>,
     avg_idle_ns: Vec<u64>,
     last_idle_sample: Vec<u64>,
@@ -152,7 +166,7 @@ impl Placer {
             engine,
             agent_pid,
             slice_ns,
-            tasks: HashMap::with_capacity(4096),
+            tasks: PidMap::with_capacity_and_hasher(4096, Default::default()),
             snaps: vec![CpuSnapshot::default(); n],
             // The kernel starts rq->avg_idle at 2 * sysctl_sched_migration_cost.
             avg_idle_ns: vec![1_000_000; n],
@@ -196,10 +210,10 @@ impl Placer {
         self.delayed.enabled()
     }
 
-    /// Refresh the per-CPU snapshot from BPF's table, once per batch.
-    /// `own_wakee_until` is BPF's table of the same name (empty when not
-    /// used): until when each CPU waits for its own sync wakee.
-    pub fn begin_batch(&mut self, states: &[cpu_state], own_wakee_until: &[u64], now_ns: u64) {
+    /// Refresh the per-CPU snapshot from BPF's readings, once per batch.
+    /// A decision for a CPU that is not carried out yet counts as a task
+    /// queued there, as it would be on the kernel's runqueue.
+    pub fn begin_batch(&mut self, readings: &[CpuReading], now_ns: u64) {
         self.delayed.expire(now_ns);
         self.idle_cpus.clear();
         // One decay factor for the interval since the last batch, for all CPUs.
@@ -213,35 +227,20 @@ impl Placer {
             self.util_last_ns = now_ns;
         }
         for cpu in 0..self.snaps.len() {
-            let Some(cs) = states.get(cpu) else { break };
-            // SAFETY: volatile loads from the mmap'ed .bss that BPF writes.
-            let (
+            let Some(r) = readings.get(cpu) else { break };
+            let CpuReading {
                 idle,
-                curr,
-                runnable,
-                ttwu,
-                queued,
-                last_idle,
-                free_since,
-                own_until,
-                busy,
-                run_start,
-            ) = unsafe {
-                (
-                    std::ptr::read_volatile(&cs.idle) != 0,
-                    std::ptr::read_volatile(&cs.curr_pid),
-                    std::ptr::read_volatile(&cs.nr_runnable),
-                    std::ptr::read_volatile(&cs.ttwu_pending) != 0,
-                    std::ptr::read_volatile(&cs.dsq_queued),
-                    std::ptr::read_volatile(&cs.last_idle_ns),
-                    std::ptr::read_volatile(&cs.free_since_ns),
-                    own_wakee_until
-                        .get(cpu)
-                        .map_or(0, |u| std::ptr::read_volatile(u)),
-                    std::ptr::read_volatile(&cs.busy_ns),
-                    std::ptr::read_volatile(&cs.run_start_ns),
-                )
-            };
+                curr_pid: curr,
+                ttwu_pending: ttwu,
+                dsq_queued: queued,
+                last_idle_ns: last_idle,
+                free_since_ns: free_since,
+                own_wakee_until_ns: own_until,
+                busy_ns: busy,
+                run_start_ns: run_start,
+                ..
+            } = *r;
+            let runnable = r.nr_runnable + r.inflight;
             // Running time so far, the current run included. The two fields
             // are read apart: a stop in between shows less than before, and
             // the next batch counts what this one missed.
@@ -279,7 +278,7 @@ impl Placer {
                 nr_running: runnable,
                 nr_delayed: 0,
                 ttwu_pending: ttwu,
-                wakeup_in_flight: queued > 0,
+                wakeup_in_flight: queued > 0 || r.inflight > 0,
                 sched_idle_only: false,
                 load: runnable as u64 * NICE_0_LOAD,
                 util: self.util_avg[cpu].round() as u32,
@@ -297,31 +296,27 @@ impl Placer {
     /// service the task is still owed; a task that sleeps before using its
     /// slice is owed about the rest of it (an approximation: we have no
     /// virtual time).
-    pub fn on_sleep(&mut self, msg: &wakeup_msg) {
-        let lag = self.slice_ns as i64 - msg.exec_runtime as i64;
-        let cpu = msg.task_cpu.max(0) as usize;
-        if self
-            .delayed
-            .on_sleep(cpu, msg.pid as u32, lag, msg.enqueue_ns)
-            && cpu < self.snaps.len()
-        {
+    pub fn on_sleep(&mut self, msg: &Sleep) {
+        let lag = self.slice_ns as i64 - msg.ran_ns as i64;
+        let cpu = msg.cpu;
+        if self.delayed.on_sleep(cpu, msg.pid, lag, msg.at_ns) && cpu < self.snaps.len() {
             self.snaps[cpu].nr_delayed += 1;
             self.snaps[cpu].nr_running += 1;
         }
     }
 
     /// Decide where the task of `msg` runs.
-    pub fn place(&mut self, msg: &wakeup_msg) -> Placement {
+    pub fn place(&mut self, msg: &Wakeup) -> Placement {
         let nr = self.nr_cpus();
-        let pid = msg.pid as u32;
-        let now = if msg.select_ns != 0 {
-            msg.select_ns
-        } else {
-            msg.enqueue_ns
+        let pid = msg.pid;
+        let sel = msg.waker.as_ref();
+        let now = match sel {
+            Some(w) if w.select_ns != 0 => w.select_ns,
+            _ => msg.enqueue_ns,
         };
-        let prev = (msg.prev_cpu.max(0) as usize).min(nr.saturating_sub(1));
+        let prev = msg.prev_cpu.min(nr.saturating_sub(1));
 
-        if msg.flags & WL_MSG_WAKEUP != 0
+        if msg.is_wakeup
             && let Some(cpu) = self.delayed.on_wake(pid)
         {
             self.take_slot(cpu);
@@ -333,29 +328,21 @@ impl Placer {
 
         let mut task = self.task_state(pid, prev);
         task.prev_cpu = prev;
-        task.allowed = allowed_set(msg, nr);
+        task.allowed = msg.allowed.and(&CpuSet::first_n(nr));
         task.load = msg.weight * NICE_0_LOAD / 100;
 
-        let selected = msg.flags & WL_MSG_SELECTED != 0;
-        let waker_cpu = if selected {
-            (msg.waker_cpu.max(0) as usize).min(nr - 1)
-        } else {
-            prev
-        };
-        let waker_pid = msg.waker_pid as u32;
+        let selected = sel.is_some();
+        let waker_cpu = sel.map_or(prev, |w| w.cpu.min(nr - 1));
+        let waker_pid = sel.map_or(0, |w| w.pid);
         let mut waker = self.task_state(waker_pid, waker_cpu);
-        waker.is_per_cpu_kthread = msg.flags & WL_MSG_WAKER_PCPU_KTHREAD != 0;
+        waker.is_per_cpu_kthread = sel.is_some_and(|w| w.per_cpu_kthread);
         let mut wake = WakeCtx {
-            // Without a select_cpu (requeue after a slice, pinned task) the
-            // engine sees no wake-up and keeps the task where it is.
-            wake_flags: if selected { msg.wake_flags as u32 } else { 0 },
+            // Without a select_cpu (a pinned task's wake-up) the engine sees
+            // no wake-up and keeps the task where it is.
+            wake_flags: sel.map_or(0, |w| w.wake_flags as u32),
             waker_cpu,
-            waker_context: match msg.waker_context {
-                WAKER_SOFTIRQ => WakerContext::Softirq,
-                WAKER_HARDIRQ | WAKER_NMI => WakerContext::Hardirq,
-                _ => WakerContext::Task,
-            },
-            waker_exiting: msg.flags & WL_MSG_WAKER_EXITING != 0,
+            waker_context: sel.map(|w| w.context).unwrap_or_default(),
+            waker_exiting: sel.is_some_and(|w| w.exiting),
             waker,
             now_ns: now,
         };
@@ -378,12 +365,12 @@ impl Placer {
                 }
             }
             // The waker's CPU, from what select_cpu() recorded there.
-            if let Some(s) = self.snaps.get_mut(waker_cpu) {
+            if let (Some(s), Some(w)) = (self.snaps.get_mut(waker_cpu), sel) {
                 as_selected.push((waker_cpu, *s));
-                s.nr_running = msg.waker_nr_runnable + s.nr_delayed;
-                s.idle = msg.waker_nr_runnable == 0;
-                s.ttwu_pending = msg.waker_ttwu_pending != 0;
-                s.load = msg.waker_nr_runnable as u64 * NICE_0_LOAD;
+                s.nr_running = w.nr_runnable + s.nr_delayed;
+                s.idle = w.nr_runnable == 0;
+                s.ttwu_pending = w.ttwu_pending;
+                s.load = w.nr_runnable as u64 * NICE_0_LOAD;
             }
         }
         // Trace mode copies the inputs before the engine updates them.
@@ -413,7 +400,7 @@ impl Placer {
         self.as_selected = as_selected;
         // Its CPU waited for this wakee (BPF's own_wakee_until condition);
         // once it is placed, the CPU is busy only if it got it.
-        if selected && msg.wake_flags as u32 & WAKE_SYNC != 0 && waker_cpu == prev {
+        if selected && wake.wake_flags & WAKE_SYNC != 0 && waker_cpu == prev {
             self.awaits_own_wakee[prev] = false;
         }
 
@@ -492,56 +479,56 @@ fn pelt_step(avg: f64, ran_ns: u64, dt_ns: u64, decay: f64) -> f64 {
     avg * decay + 1024.0 * share * (1.0 - decay)
 }
 
-fn allowed_set(msg: &wakeup_msg, nr: usize) -> CpuSet {
-    let mut set = CpuSet::new();
-    for cpu in 0..nr {
-        if msg
-            .cpus_allowed
-            .get(cpu / 64)
-            .is_some_and(|w| w & (1u64 << (cpu % 64)) != 0)
-        {
-            set.set(cpu);
-        }
-    }
-    set
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::live::bpf_intf::{
-        waker_context_WAKER_TASK as WAKER_TASK, wakeup_msg_flags_WL_MSG_SELECTED,
-    };
+    use crate::live::protocol::Waker;
+    use scx_wakelab::policy::WakerContext;
+
+    const WAKER_TASK: WakerContext = WakerContext::Task;
+    const WAKER_SOFTIRQ: WakerContext = WakerContext::Softirq;
 
     fn msg(
-        pid: i32,
-        prev: i32,
-        waker_cpu: i32,
+        pid: u32,
+        prev: usize,
+        waker_cpu: usize,
         sync: bool,
-        ctx: u32,
+        ctx: WakerContext,
         waker_runnable: u32,
-    ) -> wakeup_msg {
-        // SAFETY: wakeup_msg is plain integers; all-zero is a valid value.
-        let mut m: wakeup_msg = unsafe { std::mem::zeroed() };
-        m.pid = pid;
-        m.prev_cpu = prev;
-        m.task_cpu = prev;
-        m.waker_cpu = waker_cpu;
-        m.waker_pid = 1000;
-        m.waker_context = ctx;
-        m.waker_nr_runnable = waker_runnable;
-        m.flags = wakeup_msg_flags_WL_MSG_SELECTED | WL_MSG_WAKEUP;
-        m.wake_flags = 0x08 | if sync { 0x10 } else { 0 };
-        m.weight = 100;
-        m.select_ns = 1_000_000_000;
-        m.cpus_allowed = [u64::MAX; 16];
-        m
+    ) -> Wakeup {
+        let mut allowed = CpuSet::new();
+        for c in 0..8 {
+            allowed.set(c);
+        }
+        Wakeup {
+            pid,
+            task_cpu: prev,
+            prev_cpu: prev,
+            is_wakeup: true,
+            waker: Some(Waker {
+                cpu: waker_cpu,
+                pid: 1000,
+                context: ctx,
+                exiting: false,
+                per_cpu_kthread: false,
+                nr_runnable: waker_runnable,
+                ttwu_pending: false,
+                wake_flags: 0x08 | if sync { 0x10 } else { 0 },
+                select_ns: 1_000_000_000,
+            }),
+            enq_cnt: 1,
+            enqueue_ns: 0,
+            enqueue_mono_ns: 0,
+            weight: 100,
+            exec_runtime_ns: 0,
+            allowed,
+        }
     }
 
-    fn states(busy: &[usize]) -> Vec<cpu_state> {
+    fn states(busy: &[usize]) -> Vec<CpuReading> {
         (0..8)
-            .map(|c| cpu_state {
-                idle: (!busy.contains(&c)) as u32,
+            .map(|c| CpuReading {
+                idle: !busy.contains(&c),
                 curr_pid: if busy.contains(&c) {
                     4000 + c as i32
                 } else {
@@ -565,7 +552,7 @@ mod tests {
         let busy: Vec<usize> = (4..8).collect(); // hogs on node 1
         for (preset, want_node1) in [("mainline", true), ("mainline+barry", false)] {
             let mut p = placer(preset);
-            p.begin_batch(&states(&busy), &[], 1_000_000_000);
+            p.begin_batch(&states(&busy), 1_000_000_000);
             let m = msg(10, 1, 5, true, WAKER_SOFTIRQ, 1);
             let cpu = p.place(&m).cpu;
             assert_eq!(cpu >= 4, want_node1, "{preset}: placed on {cpu}");
@@ -575,22 +562,22 @@ mod tests {
     #[test]
     fn a_cpu_running_only_the_agent_is_idle() {
         let mut st = states(&[]);
-        st[3].idle = 0;
+        st[3].idle = false;
         st[3].curr_pid = 1; // the agent
         let mut p = placer("mainline");
-        p.begin_batch(&st, &[], 1);
+        p.begin_batch(&st, 1);
         assert!(p.snaps[3].available_idle());
     }
 
     #[test]
     fn placements_in_one_batch_make_the_cpu_busy() {
         let mut p = placer("mainline");
-        p.begin_batch(&states(&[]), &[], 1);
+        p.begin_batch(&states(&[]), 1);
         // Wakers on CPU 6 (node 1); both wakees last ran on idle CPU 2.
         let m = msg(10, 2, 6, false, WAKER_TASK, 1);
         assert_eq!(p.place(&m).cpu, 2);
         let mut m2 = msg(11, 2, 6, false, WAKER_TASK, 1);
-        m2.waker_pid = 1001;
+        m2.waker.as_mut().unwrap().pid = 1001;
         let second = p.place(&m2).cpu;
         assert_ne!(
             second, 2,
@@ -608,7 +595,7 @@ mod tests {
             let mut st = states(&[6]);
             st[2].free_since_ns = free_since;
             let mut p = placer("mainline");
-            p.begin_batch(&st, &[], select + 1_000_000);
+            p.begin_batch(&st, select + 1_000_000);
             // Non-sync wake-up from CPU 6 of a task that last ran on CPU 2.
             let cpu = p.place(&msg(10, 2, 6, false, WAKER_TASK, 1)).cpu;
             assert_eq!(
@@ -626,19 +613,19 @@ mod tests {
     #[test]
     fn a_cpu_awaiting_its_own_wakee_looks_busy_until_it_is_placed() {
         let select = 1_000_000_000;
-        let mut own = vec![0u64; 8];
-        own[2] = select + 2_000_000;
+        let mut st = states(&[6]);
+        st[2].own_wakee_until_ns = select + 2_000_000;
         let mut p = placer("mainline");
-        p.begin_batch(&states(&[6]), &own, select);
+        p.begin_batch(&st, select);
         assert_ne!(p.place(&msg(10, 2, 6, false, WAKER_TASK, 1)).cpu, 2);
         // Its own wakee: a sync wake-up on CPU 2 of a task that ran there.
         let mut own_wakee = msg(11, 2, 2, true, WAKER_TASK, 1);
-        own_wakee.waker_pid = 1001;
+        own_wakee.waker.as_mut().unwrap().pid = 1001;
         let got = p.place(&own_wakee).cpu;
         // Placed elsewhere, CPU 2 is free again for the next one.
         if got != 2 {
             let mut m = msg(12, 2, 6, false, WAKER_TASK, 1);
-            m.waker_pid = 1002;
+            m.waker.as_mut().unwrap().pid = 1002;
             assert_eq!(p.place(&m).cpu, 2);
         }
         assert!(!p.awaits_own_wakee[2]);
@@ -679,11 +666,11 @@ mod tests {
         };
         for (share_pct, want_search) in [(10u64, true), (100, false)] {
             let mut p = placer("v6.12");
-            p.begin_batch(&states_at(0, t0), &[], t0);
-            p.begin_batch(&states_at(share_pct * 5_000_000, now), &[], now);
+            p.begin_batch(&states_at(0, t0), t0);
+            p.begin_batch(&states_at(share_pct * 5_000_000, now), now);
             let util = p.snaps[1].util;
             let mut m = msg(10, 1, 0, false, WAKER_TASK, 1);
-            m.select_ns = now;
+            m.waker.as_mut().unwrap().select_ns = now;
             let cpu = p.place(&m).cpu;
             let overloaded = p.engine().counters().sis_util_overloaded;
             assert_eq!(
@@ -698,12 +685,13 @@ mod tests {
     fn delayed_sleeper_is_requeued_where_it_sleeps() {
         let mut p = placer("v6.12");
         assert!(p.wants_sleep_events());
-        p.begin_batch(&states(&[3]), &[], 1);
-        let mut sleep: wakeup_msg = unsafe { std::mem::zeroed() };
-        sleep.pid = 20;
-        sleep.task_cpu = 3;
-        sleep.exec_runtime = 100_000; // ran 0.1 ms of a 5 ms slice: lag left
-        sleep.enqueue_ns = 2;
+        p.begin_batch(&states(&[3]), 1);
+        let sleep = Sleep {
+            pid: 20,
+            cpu: 3,
+            ran_ns: 100_000, // ran 0.1 ms of a 5 ms slice: lag left
+            at_ns: 2,
+        };
         p.on_sleep(&sleep);
         assert_eq!(p.snaps[3].nr_delayed, 1);
         let r = p.place(&msg(20, 3, 0, false, WAKER_TASK, 1));
@@ -714,12 +702,33 @@ mod tests {
         assert!(!p.wants_sleep_events());
     }
 
+    /// A wake-up without ops.select_cpu() (a pinned task's: core.c does not
+    /// ask the class) is no placement: the task stays on its CPU.
     #[test]
-    fn requeue_without_select_stays_on_its_cpu() {
+    fn wakeup_without_select_stays_on_its_cpu() {
         let mut p = placer("mainline");
-        p.begin_batch(&states(&[5]), &[], 1);
+        p.begin_batch(&states(&[5]), 1);
         let mut m = msg(30, 5, 0, false, WAKER_TASK, 0);
-        m.flags = 0; // slice expired, no select_cpu, not a wake-up
+        m.waker = None;
         assert_eq!(p.place(&m).cpu, 5);
+    }
+
+    /// A decision for a CPU not carried out yet makes it busy in the next
+    /// batch's snapshot, as the task queued there would on the kernel's
+    /// runqueue; carried out and running, it is busy as itself.
+    #[test]
+    fn a_decision_on_its_way_makes_its_cpu_busy() {
+        let mut p = placer("mainline");
+        let mut st = states(&[6]);
+        st[2].inflight = 1;
+        p.begin_batch(&st, 1_000_000_000);
+        assert!(!p.snaps[2].available_idle());
+        assert_eq!(p.snaps[2].nr_running, 1);
+        // A non-sync wake-up from CPU 6 of a task that last ran on CPU 2
+        // does not stack on it.
+        assert_ne!(p.place(&msg(10, 2, 6, false, WAKER_TASK, 1)).cpu, 2);
+        st[2].inflight = 0;
+        p.begin_batch(&st, 1_000_000_001);
+        assert!(p.snaps[2].available_idle());
     }
 }

@@ -10,8 +10,6 @@ use serde::{Deserialize, Serialize};
 
 use scx_wakelab::policy::Counters;
 
-use super::bpf_skel::types::bss;
-
 pub const LAT_BUCKETS: usize = 40;
 
 /// The hops of a wake-up through the agent (bpf/intf.h, enum wl_hop), in order,
@@ -111,6 +109,12 @@ live_metrics! {
     /// (getrusage RUSAGE_THREAD): the agent's own, not the workload's.
     agent_voluntary_switches,
     agent_involuntary_switches,
+    /// Time the scheduling thread spent polling for new wake-ups after a
+    /// batch (--agent-spin-us), ns: part of agent_cpu_ns.
+    agent_spin_ns,
+    /// Fast-lane apply calls that moved nothing new (a retry for decisions
+    /// whose task was not parked yet).
+    apply_retries,
     // Copied from BPF's .bss (bpf/main.bpf.c documents each).
     nr_queued_to_agent,
     nr_sleep_msgs,
@@ -121,7 +125,6 @@ live_metrics! {
     nr_agent_stall_fallbacks,
     nr_stall_rescues,
     nr_stale_decisions,
-    nr_cancelled_dispatches,
     nr_bounced_decisions,
     nr_decisions_task_gone,
     nr_enqueue_without_select,
@@ -130,6 +133,7 @@ live_metrics! {
     nr_select_hardirq_ctx,
     nr_heartbeat_kicks,
     nr_idle_agent_kicks,
+    nr_stranded_kicks,
     nr_newidle_pulls,
     nr_newidle_skipped_pending,
     nr_newidle_pull_despite_pending,
@@ -141,8 +145,15 @@ live_metrics! {
     nr_idle_balance_nothing,
     nr_idle_balance_cache_hot,
     nr_newidle_wait_own_wakee,
+    nr_newidle_skipped_parked,
     nr_agent_runs,
     nr_agent_migrations,
+    nr_agent_preempt_kicks,
+    nr_requeues_in_place,
+    nr_applied_to_idle,
+    nr_applied_to_queue,
+    nr_apply_runs,
+    nr_apply_misses,
 }
 
 impl LiveMetrics {
@@ -150,61 +161,6 @@ impl LiveMetrics {
     /// fields are tolerated so that client and server versions may differ.
     pub fn from_json(v: &serde_json::Value) -> LiveMetrics {
         serde_json::from_value(v.clone()).unwrap_or_default()
-    }
-
-    pub fn absorb_bpf(&mut self, b: &bss) {
-        // SAFETY (for all reads): the .bss is mmap'ed and written by BPF
-        // concurrently; volatile loads of aligned u64s.
-        macro_rules! rd {
-            ($f:ident) => {
-                self.$f = unsafe { std::ptr::read_volatile(&b.$f) };
-            };
-        }
-        rd!(nr_queued_to_agent);
-        rd!(nr_sleep_msgs);
-        rd!(nr_sleep_msgs_dropped);
-        rd!(nr_agent_dispatches);
-        rd!(nr_direct_dispatches);
-        rd!(nr_ring_full_fallbacks);
-        rd!(nr_agent_stall_fallbacks);
-        rd!(nr_stall_rescues);
-        rd!(nr_stale_decisions);
-        rd!(nr_cancelled_dispatches);
-        rd!(nr_bounced_decisions);
-        rd!(nr_decisions_task_gone);
-        rd!(nr_enqueue_without_select);
-        rd!(nr_select_task_ctx);
-        rd!(nr_select_softirq_ctx);
-        rd!(nr_select_hardirq_ctx);
-        rd!(nr_heartbeat_kicks);
-        rd!(nr_idle_agent_kicks);
-        rd!(nr_newidle_pulls);
-        rd!(nr_newidle_skipped_pending);
-        rd!(nr_newidle_pull_despite_pending);
-        rd!(nr_newidle_nothing);
-        rd!(nr_newidle_cache_hot);
-        rd!(nr_newidle_search_despite_pending);
-        rd!(nr_newidle_wait_own_wakee);
-        rd!(nr_idle_balance_kicks);
-        rd!(nr_idle_balance_pulls);
-        rd!(nr_idle_balance_nothing);
-        rd!(nr_idle_balance_cache_hot);
-        rd!(nr_agent_runs);
-        rd!(nr_agent_migrations);
-        self.enqueue_to_run_hist.resize(LAT_BUCKETS, 0);
-        for (i, v) in self.enqueue_to_run_hist.iter_mut().enumerate() {
-            *v = unsafe { std::ptr::read_volatile(&b.enqueue_to_run_hist[i]) };
-        }
-        self.hop_hist.resize(HOPS.len(), Vec::new());
-        for (hop, row) in self.hop_hist.iter_mut().enumerate() {
-            row.resize(LAT_BUCKETS, 0);
-            if hop == HOP_ENQUEUE_READ || hop == HOP_READ_COMMIT {
-                continue; // the agent's own rows
-            }
-            for (i, v) in row.iter_mut().enumerate() {
-                *v = unsafe { std::ptr::read_volatile(&b.hop_hist[hop][i]) };
-            }
-        }
     }
 
     /// Count one sample of an agent-timed hop.
@@ -301,20 +257,23 @@ impl LiveMetrics {
         );
         let _ = write!(
             s,
-            "bpf: queued {} agent_dispatch {} direct {} ring_full {} agent_stall {} rescued {} stale {} cancel {} bounce {} gone {} | enqueue->run p50 {} p99 {} | agent cpu {:.1}% (process {:.1}%)",
+            "bpf: queued {} applied {} (idle {} queue {}) requeued_in_place {} direct {} ring_full {} agent_stall {} rescued {} stale {} bounce {} gone {} | enqueue->run p50 {} p99 {} | agent cpu {:.1}% (spin {:.1}%, process {:.1}%)",
             self.nr_queued_to_agent,
             self.nr_agent_dispatches,
+            self.nr_applied_to_idle,
+            self.nr_applied_to_queue,
+            self.nr_requeues_in_place,
             self.nr_direct_dispatches,
             self.nr_ring_full_fallbacks,
             self.nr_agent_stall_fallbacks,
             self.nr_stall_rescues,
             self.nr_stale_decisions,
-            self.nr_cancelled_dispatches,
             self.nr_bounced_decisions,
             self.nr_decisions_task_gone,
             lat(50.0),
             lat(99.0),
             cpu_pct(self.agent_cpu_ns),
+            cpu_pct(self.agent_spin_ns),
             cpu_pct(self.process_cpu_ns)
         );
         let us = |h: &[u64], p| {
@@ -332,9 +291,10 @@ impl LiveMetrics {
         }
         let _ = write!(
             s,
-            "\nagent: runs {} migrations {} switches voluntary {} involuntary {} | cpu per 1000 decisions {}",
+            "\nagent: runs {} migrations {} preempt_kicks {} switches voluntary {} involuntary {} | cpu per 1000 decisions {}",
             self.nr_agent_runs,
             self.nr_agent_migrations,
+            self.nr_agent_preempt_kicks,
             self.agent_voluntary_switches,
             self.agent_involuntary_switches,
             if self.nr_decisions > 0 {
@@ -362,7 +322,10 @@ mod tests {
             ..LiveMetrics::default()
         };
         let text = m.format(2.0);
-        assert!(text.contains("agent cpu 25.0% (process 30.0%)"), "{text}");
+        assert!(
+            text.contains("agent cpu 25.0% (spin 0.0%, process 30.0%)"),
+            "{text}"
+        );
         // and per interval: the delta of two snapshots
         let later = LiveMetrics {
             agent_cpu_ns: 700_000_000,

@@ -1,0 +1,479 @@
+//! The agent's half of the BPF contract (`bpf/intf.h` is the other half):
+//! typed messages, the two rings, the fast-lane apply call and the variables
+//! both sides share in `.bss` (`struct wl_shared`). This is the only Rust
+//! file that touches the raw bindgen and skeleton structs; the rest of the
+//! agent sees `Message`, `Decision` and `CpuReading`.
+//!
+//! Reads of `.bss` are volatile: BPF writes it concurrently from every CPU.
+//! Which side owns each shared field, and its invariant, is written beside
+//! the field in `bpf/intf.h`.
+
+use std::cell::RefCell;
+use std::mem::size_of;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use anyhow::{Context, Result, anyhow};
+use scx_wakelab::policy::{CpuSet, WakerContext};
+
+use super::bpf_intf as raw;
+use super::bpf_skel::types::{bss, wl_shared};
+use super::stats::{HOP_ENQUEUE_READ, HOP_READ_COMMIT, HOPS, LAT_BUCKETS, LiveMetrics};
+
+/// Decisions one apply run carries out (`WL_APPLY_MAX`).
+pub const APPLY_MAX: usize = raw::wakelab_consts_WL_APPLY_MAX as usize;
+/// Entries of each ring (`WL_RING_ENTRIES`).
+pub const RING_ENTRIES: usize = raw::wakelab_consts_WL_RING_ENTRIES as usize;
+
+const WAKEUP_MSG_SIZE: usize = size_of::<raw::wakeup_msg>();
+const DECISION_MSG_SIZE: usize = size_of::<raw::decision_msg>();
+
+/// What ops.select_cpu() recorded on the waker's CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Waker {
+    pub cpu: usize,
+    pub pid: u32,
+    pub context: WakerContext,
+    /// The waker had PF_EXITING set (fair.c ignores a sync hint then).
+    pub exiting: bool,
+    /// The waker is a per-CPU kthread.
+    pub per_cpu_kthread: bool,
+    /// Tasks runnable on the waker's CPU at that moment, and its
+    /// rq->ttwu_pending: fair.c's sync test is about that moment.
+    pub nr_runnable: u32,
+    pub ttwu_pending: bool,
+    /// SCX_WAKE_* as given to ops.select_cpu().
+    pub wake_flags: u64,
+    /// When ops.select_cpu() ran (rq clock).
+    pub select_ns: u64,
+}
+
+/// A task that needs a placement decision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wakeup {
+    pub pid: u32,
+    /// The task's CPU at enqueue time, and the prev_cpu of ops.select_cpu().
+    pub task_cpu: usize,
+    pub prev_cpu: usize,
+    /// SCX_ENQ_WAKEUP was set: a wake-up, not a requeue.
+    pub is_wakeup: bool,
+    /// Set when ops.select_cpu() ran for this enqueue.
+    pub waker: Option<Waker>,
+    /// Generation: the decision echoes it, BPF drops stale ones.
+    pub enq_cnt: u64,
+    /// When ops.enqueue() queued it (rq clock), and the same on CLOCK_MONOTONIC.
+    pub enqueue_ns: u64,
+    pub enqueue_mono_ns: u64,
+    /// p->scx.weight (100 = nice 0).
+    pub weight: u64,
+    /// ns run since the task last went to sleep.
+    pub exec_runtime_ns: u64,
+    /// CPUs the task may run on.
+    pub allowed: CpuSet,
+}
+
+/// A task went to sleep (sent while the agent asks for them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sleep {
+    pub pid: u32,
+    pub cpu: usize,
+    /// ns it ran in the period that just ended.
+    pub ran_ns: u64,
+    /// When (rq clock).
+    pub at_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    Wakeup(Wakeup),
+    Sleep(Sleep),
+}
+
+impl Message {
+    /// One record of the wakeups ring; None if it is too short to be one.
+    pub fn parse(data: &[u8]) -> Option<Message> {
+        if data.len() < WAKEUP_MSG_SIZE {
+            return None;
+        }
+        // SAFETY: the record is a struct wakeup_msg written by BPF; it is
+        // plain integers, read unaligned into our own copy.
+        let m = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const raw::wakeup_msg) };
+        Some(Message::from_raw(&m))
+    }
+
+    fn from_raw(m: &raw::wakeup_msg) -> Message {
+        let cpu = |c: i32| c.max(0) as usize;
+        if m.kind == raw::wakeup_msg_kind_WL_MSG_SLEEP {
+            return Message::Sleep(Sleep {
+                pid: m.pid as u32,
+                cpu: cpu(m.task_cpu),
+                ran_ns: m.exec_runtime,
+                at_ns: m.enqueue_ns,
+            });
+        }
+        let has = |flag: u32| m.flags & flag != 0;
+        let selected = has(raw::wakeup_msg_flags_WL_MSG_SELECTED);
+        let waker = selected.then(|| Waker {
+            cpu: cpu(m.waker_cpu),
+            pid: m.waker_pid as u32,
+            context: match m.waker_context {
+                raw::waker_context_WAKER_SOFTIRQ => WakerContext::Softirq,
+                raw::waker_context_WAKER_HARDIRQ | raw::waker_context_WAKER_NMI => {
+                    WakerContext::Hardirq
+                }
+                _ => WakerContext::Task,
+            },
+            exiting: has(raw::wakeup_msg_flags_WL_MSG_WAKER_EXITING),
+            per_cpu_kthread: has(raw::wakeup_msg_flags_WL_MSG_WAKER_PCPU_KTHREAD),
+            nr_runnable: m.waker_nr_runnable,
+            ttwu_pending: m.waker_ttwu_pending != 0,
+            wake_flags: m.wake_flags,
+            select_ns: m.select_ns,
+        });
+        // Bits past the kernel's nr_cpu_ids may be whatever followed the
+        // mask in memory: the placer keeps only the CPUs it knows.
+        let allowed = CpuSet::from_words(&m.cpus_allowed);
+        Message::Wakeup(Wakeup {
+            pid: m.pid as u32,
+            task_cpu: cpu(m.task_cpu),
+            prev_cpu: cpu(m.prev_cpu),
+            is_wakeup: has(raw::wakeup_msg_flags_WL_MSG_WAKEUP),
+            waker,
+            enq_cnt: m.enq_cnt,
+            enqueue_ns: m.enqueue_ns,
+            enqueue_mono_ns: m.enqueue_mono_ns,
+            weight: m.weight,
+            exec_runtime_ns: m.exec_runtime,
+            allowed,
+        })
+    }
+}
+
+/// Where the agent puts a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub pid: u32,
+    /// None: any CPU (the fallback queue).
+    pub cpu: Option<usize>,
+    pub enq_cnt: u64,
+    pub enqueue_ns: u64,
+    /// CLOCK_MONOTONIC when handed over (0 until then).
+    pub committed_ns: u64,
+}
+
+impl Decision {
+    pub fn for_wakeup(w: &Wakeup, cpu: usize) -> Decision {
+        Decision {
+            pid: w.pid,
+            cpu: Some(cpu),
+            enq_cnt: w.enq_cnt,
+            enqueue_ns: w.enqueue_ns,
+            committed_ns: 0,
+        }
+    }
+
+    fn to_raw(self) -> raw::decision_msg {
+        raw::decision_msg {
+            pid: self.pid as i32,
+            cpu: self
+                .cpu
+                .map_or(raw::wakelab_consts_WL_CPU_ANY, |c| c as i32),
+            enq_cnt: self.enq_cnt,
+            slice_ns: 0,
+            enqueue_ns: self.enqueue_ns,
+            committed_ns: self.committed_ns,
+        }
+    }
+}
+
+/// One CPU as BPF last described it (`struct cpu_state`), plus what the
+/// shared per-CPU tables say of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuReading {
+    /// ops.update_idle() said idle.
+    pub idle: bool,
+    /// The task running there (0 = idle).
+    pub curr_pid: i32,
+    /// Our tasks there, running or queued (the agent not counted).
+    pub nr_runnable: u32,
+    pub ttwu_pending: bool,
+    /// Tasks waiting in its DSQ.
+    pub dsq_queued: u32,
+    pub last_idle_ns: u64,
+    /// When the last task of ours stopped there (0 while one runs).
+    pub free_since_ns: u64,
+    /// Time our tasks ran there, and when the current run started (0: none).
+    pub busy_ns: u64,
+    pub run_start_ns: u64,
+    /// Until when it waits for its own sync wakee (0: it does not).
+    pub own_wakee_until_ns: u64,
+    /// Decisions for it not carried out yet.
+    pub inflight: u32,
+}
+
+macro_rules! vol {
+    ($place:expr) => {
+        // SAFETY: an aligned field of the mmap'ed .bss, written by BPF
+        // concurrently; a volatile load of plain data.
+        unsafe { std::ptr::read_volatile(&$place) }
+    };
+}
+
+fn shared(b: &bss) -> &wl_shared {
+    &b.wl_shared
+}
+
+/// Every CPU's reading, for the first `out.len()` CPUs.
+pub fn read_cpus(b: &bss, out: &mut [CpuReading]) {
+    let sh = shared(b);
+    for (cpu, r) in out.iter_mut().enumerate() {
+        let Some(cs) = sh.cpu_state.get(cpu) else {
+            break;
+        };
+        *r = CpuReading {
+            idle: vol!(cs.idle) != 0,
+            curr_pid: vol!(cs.curr_pid),
+            // BPF's racing decrements may wrap it below zero for a moment.
+            nr_runnable: Some(vol!(cs.nr_runnable))
+                .filter(|&n| n <= i32::MAX as u32)
+                .unwrap_or(0),
+            ttwu_pending: vol!(cs.ttwu_pending) != 0,
+            dsq_queued: vol!(cs.dsq_queued),
+            last_idle_ns: vol!(cs.last_idle_ns),
+            free_since_ns: vol!(cs.free_since_ns),
+            busy_ns: vol!(cs.busy_ns),
+            run_start_ns: vol!(cs.run_start_ns),
+            own_wakee_until_ns: vol!(sh.own_wakee_until[cpu]),
+            inflight: vol!(sh.inflight[cpu]),
+        };
+    }
+}
+
+/// Messages BPF has submitted to the wakeups ring so far.
+pub fn ring_msgs(b: &bss) -> u64 {
+    vol!(shared(b).nr_ring_msgs)
+}
+
+/// The agent read `msgs` more messages, `wakeups` of them wake-ups.
+pub fn note_consumed(b: &mut bss, msgs: u64, wakeups: u64) {
+    let sh = &mut b.wl_shared;
+    sh.agent_consumed += msgs;
+    sh.agent_consumed_wakeups += wakeups;
+}
+
+/// Decisions the agent holds that it could not hand over yet.
+pub fn set_backlog(b: &mut bss, n: u64) {
+    b.wl_shared.agent_backlog = n;
+}
+
+/// Decisions recorded in BPF and not carried out yet.
+pub fn decisions_pending(b: &bss) -> u64 {
+    vol!(shared(b).decisions_pending)
+}
+
+/// One more decision on its way to `cpu`.
+pub fn add_inflight(b: &mut bss, cpu: usize) {
+    if let Some(slot) = b.wl_shared.inflight.get_mut(cpu) {
+        // SAFETY: BPF subtracts from this u32 with atomic operations, so
+        // ours must be atomic too; the .bss mapping keeps it 4-byte aligned.
+        unsafe { AtomicU32::from_ptr(slot as *mut u32) }.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A task waits for the agent's own CPU.
+pub fn yield_requested(b: &bss) -> bool {
+    vol!(shared(b).agent_yield_request) != 0
+}
+
+/// A task waits for the agent's own CPU: take the request (clearing it).
+pub fn take_yield_request(b: &mut bss) -> bool {
+    let slot = &mut b.wl_shared.agent_yield_request;
+    if vol!(*slot) == 0 {
+        return false;
+    }
+    // SAFETY: a plain store to the mmap'ed .bss; BPF only ever sets it.
+    unsafe { std::ptr::write_volatile(slot as *mut u32, 0) };
+    true
+}
+
+/// Set once before attach: each CPU's LLC and node, and the agent's home CPU.
+pub fn set_topology(b: &mut bss, llc_node: &[(u32, u32)], home_cpu: Option<usize>) {
+    let sh = &mut b.wl_shared;
+    for (cpu, &(llc, node)) in llc_node.iter().enumerate().take(sh.cpu_llc.len()) {
+        sh.cpu_llc[cpu] = llc;
+        sh.cpu_node[cpu] = node;
+    }
+    sh.agent_home_cpu = home_cpu.map_or(raw::wakelab_consts_WL_NO_HOME_CPU, |c| c as i32);
+}
+
+/// The parts of the policy BPF carries out itself.
+pub fn set_policy(
+    b: &mut bss,
+    report_sleeps: bool,
+    newidle_pull: bool,
+    newidle_skip_pending: bool,
+) {
+    let sh = &mut b.wl_shared;
+    sh.report_sleeps = report_sleeps as u32;
+    sh.newidle_pull = newidle_pull as u32;
+    sh.newidle_skip_pending = newidle_skip_pending as u32;
+}
+
+/// BPF's counters and histograms into `m` (bpf/main.bpf.c documents each).
+pub fn read_counters(b: &bss, m: &mut LiveMetrics) {
+    macro_rules! rd {
+        ($($f:ident),* $(,)?) => {
+            $( m.$f = vol!(b.$f); )*
+        };
+    }
+    rd!(
+        nr_queued_to_agent,
+        nr_sleep_msgs,
+        nr_sleep_msgs_dropped,
+        nr_agent_dispatches,
+        nr_direct_dispatches,
+        nr_ring_full_fallbacks,
+        nr_agent_stall_fallbacks,
+        nr_stall_rescues,
+        nr_stale_decisions,
+        nr_bounced_decisions,
+        nr_decisions_task_gone,
+        nr_enqueue_without_select,
+        nr_select_task_ctx,
+        nr_select_softirq_ctx,
+        nr_select_hardirq_ctx,
+        nr_heartbeat_kicks,
+        nr_idle_agent_kicks,
+        nr_stranded_kicks,
+        nr_newidle_pulls,
+        nr_newidle_skipped_pending,
+        nr_newidle_pull_despite_pending,
+        nr_newidle_nothing,
+        nr_newidle_cache_hot,
+        nr_newidle_search_despite_pending,
+        nr_newidle_wait_own_wakee,
+        nr_newidle_skipped_parked,
+        nr_idle_balance_kicks,
+        nr_idle_balance_pulls,
+        nr_idle_balance_nothing,
+        nr_idle_balance_cache_hot,
+        nr_agent_runs,
+        nr_agent_migrations,
+        nr_agent_preempt_kicks,
+        nr_requeues_in_place,
+        nr_applied_to_idle,
+        nr_applied_to_queue,
+        nr_apply_runs,
+        nr_apply_misses,
+    );
+    m.enqueue_to_run_hist.resize(LAT_BUCKETS, 0);
+    for (i, v) in m.enqueue_to_run_hist.iter_mut().enumerate() {
+        *v = vol!(b.enqueue_to_run_hist[i]);
+    }
+    m.hop_hist.resize(HOPS.len(), Vec::new());
+    for (hop, row) in m.hop_hist.iter_mut().enumerate() {
+        row.resize(LAT_BUCKETS, 0);
+        if hop == HOP_ENQUEUE_READ || hop == HOP_READ_COMMIT {
+            continue; // the agent's own rows
+        }
+        for (i, v) in row.iter_mut().enumerate() {
+            *v = vol!(b.hop_hist[hop][i]);
+        }
+    }
+}
+
+/// The wakeups ring (BPF -> agent), read through its memory mapping.
+pub struct WakeupRing {
+    ring: libbpf_rs::RingBuffer<'static>,
+    inbox: Rc<RefCell<Vec<Message>>>,
+}
+
+impl WakeupRing {
+    pub fn new(map: &libbpf_rs::MapMut) -> Result<WakeupRing> {
+        let inbox: Rc<RefCell<Vec<Message>>> = Rc::new(RefCell::new(Vec::with_capacity(APPLY_MAX)));
+        let sink = inbox.clone();
+        let mut rbb = libbpf_rs::RingBufferBuilder::new();
+        rbb.add(map, move |data: &[u8]| {
+            if let Some(msg) = Message::parse(data) {
+                sink.borrow_mut().push(msg);
+            }
+            0
+        })?;
+        Ok(WakeupRing {
+            ring: rbb.build()?,
+            inbox,
+        })
+    }
+
+    /// Read up to `max` messages into `out` (emptied first); no syscall.
+    pub fn consume(&mut self, max: usize, out: &mut Vec<Message>) -> Result<()> {
+        out.clear();
+        std::mem::swap(&mut *self.inbox.borrow_mut(), out);
+        let n = self.ring.consume_raw_n(max);
+        std::mem::swap(&mut *self.inbox.borrow_mut(), out);
+        if n < 0 {
+            return Err(anyhow!("consuming the wakeup ring failed: {n}"));
+        }
+        Ok(())
+    }
+}
+
+/// The fallback transport: the decisions user ring (agent -> BPF), drained
+/// by BPF when the agent yields.
+pub struct DecisionRing(libbpf_rs::UserRingBuffer);
+
+impl DecisionRing {
+    pub fn new(map: &libbpf_rs::MapMut) -> Result<DecisionRing> {
+        Ok(DecisionRing(libbpf_rs::UserRingBuffer::new(map)?))
+    }
+
+    /// Hand one decision over; false when the ring has no room.
+    pub fn submit(&mut self, d: &Decision) -> bool {
+        let Ok(mut sample) = self.0.reserve(DECISION_MSG_SIZE) else {
+            return false;
+        };
+        let buf = sample.as_mut();
+        // SAFETY: the sample is DECISION_MSG_SIZE bytes, reserved for us.
+        unsafe {
+            std::ptr::write_unaligned(buf.as_mut_ptr() as *mut raw::decision_msg, d.to_raw())
+        };
+        self.0.submit(sample).is_ok()
+    }
+}
+
+/// The fast lane: write `batch` (at most APPLY_MAX) into the shared slots
+/// and run the apply_decisions program, which moves each decided task onto
+/// its CPU before it returns.
+pub fn apply(prog: &libbpf_rs::ProgramMut, b: &mut bss, batch: &[Decision]) -> Result<()> {
+    let n = batch.len().min(APPLY_MAX);
+    for (slot, d) in b.wl_shared.apply_slots.iter_mut().zip(&batch[..n]) {
+        let r = d.to_raw();
+        // The skeleton's copy of struct decision_msg (the same C type).
+        *slot = super::bpf_skel::types::decision_msg {
+            pid: r.pid,
+            cpu: r.cpu,
+            enq_cnt: r.enq_cnt,
+            slice_ns: r.slice_ns,
+            enqueue_ns: r.enqueue_ns,
+            committed_ns: r.committed_ns,
+        };
+    }
+    let mut args = raw::apply_args {
+        nr: n as u32,
+        pad: 0,
+    };
+    // SAFETY: apply_args is plain integers; viewed as its bytes for ctx_in
+    // (the kernel copies them in, and back out).
+    let ctx = unsafe {
+        std::slice::from_raw_parts_mut(
+            &mut args as *mut raw::apply_args as *mut u8,
+            size_of::<raw::apply_args>(),
+        )
+    };
+    let input = libbpf_rs::ProgramInput {
+        context_in: Some(ctx),
+        ..Default::default()
+    };
+    prog.test_run(input).context("running apply_decisions")?;
+    Ok(())
+}
