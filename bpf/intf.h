@@ -115,6 +115,8 @@ enum wakeup_msg_flags {
 	WL_MSG_WAKEUP		= 1 << 3,
 	/* The task is a kernel thread. */
 	WL_MSG_KTHREAD		= 1 << 4,
+	/* The task may run on every CPU; cpus_allowed was not filled in. */
+	WL_MSG_ALL_CPUS		= 1 << 5,
 };
 
 struct wakeup_msg {
@@ -145,7 +147,10 @@ struct wakeup_msg {
 				 * (WL_MSG_SLEEP: ns run in the period that
 				 * just ended) */
 	char comm[16];
-	/* p->cpus_ptr: bit n of word n/64 set if the task may run on CPU n. */
+	/*
+	 * p->cpus_ptr: bit n of word n/64 set if the task may run on CPU n;
+	 * not filled in when WL_MSG_ALL_CPUS says it may run on every CPU.
+	 */
 	u64 cpus_allowed[WL_MASK_WORDS];
 };
 
@@ -164,7 +169,16 @@ struct decision_msg {
  */
 struct apply_args {
 	u32 nr;
-	u32 pad;
+	u32 flags;		/* enum wl_apply_flags */
+};
+
+enum wl_apply_flags {
+	/*
+	 * Test aid (--debug-half-apply, honoured only when that option set
+	 * debug_half_apply at load): record the decisions but move nothing,
+	 * as if the agent stopped between the two halves of an apply run.
+	 */
+	WL_APPLY_RECORD_ONLY	= 1 << 0,
 };
 
 /*

@@ -85,6 +85,8 @@ const volatile u32 ring_limit;
  * does ops.dispatch() drain the ring.
  */
 const volatile bool ring_transport;
+/* Test aid: honour WL_APPLY_RECORD_ONLY (--debug-half-apply). */
+const volatile bool debug_half_apply;
 
 /* Heartbeat period: the agent runs at least this often. */
 #define WL_HEARTBEAT_NS 100000000ULL
@@ -173,6 +175,11 @@ volatile u64 nr_requeues_in_place;
  * that found no decided task.
  */
 volatile u64 nr_applied_to_idle, nr_applied_to_queue, nr_apply_runs, nr_apply_misses;
+/*
+ * Decided tasks the heartbeat moved itself: their decision was recorded
+ * before they were parked, or the agent stopped before carrying it out.
+ */
+volatile u64 nr_applied_late;
 /*
  * Times a CPU going idle found the agent parked with work and kicked
  * itself to run it (a wake-up that raced with the agent parking).
@@ -381,6 +388,9 @@ static bool cpu_valid(s32 cpu)
  * empty queues. A task counts from before its insert can be seen until it is
  * known to have left: it runs (wakelab_running()), is pulled (pull_from()),
  * is queued anew (hint_enter() gives back its old slot) or exits. A task
+ * moved by a kfunc is counted right after the move, by whoever moved it,
+ * and that one then wakes the CPU if it is idle (note_queued_on()), which
+ * pairs with the idle CPU's own look at the hint in wakelab_update_idle(). A task
  * that leaves otherwise (dequeued into another class) only keeps the bound
  * high, which costs lookups; 0 always means empty, so a lookup may be
  * skipped then. (No ops.dequeue() for this: kernels differ in when they
@@ -857,7 +867,7 @@ out:
  * affinity (or a migration-disabled task) would make the kernel eject us,
  * so the task stays on its own CPU instead, or goes to the fallback queue.
  */
-static void apply_parked(void)
+static void apply_parked(bool late)
 {
 	struct task_struct *p;
 	u64 now = bpf_ktime_get_ns();
@@ -903,19 +913,21 @@ static void apply_parked(void)
 		}
 		if (tctx->decided_slice_ns)
 			scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, tctx->decided_slice_ns);
+		/*
+		 * A failed move means the task left the parking queue since
+		 * the iterator saw it (dequeued, queued again, or moved by a
+		 * concurrent apply_parked() or rescue): its next enqueue
+		 * clears the decision. Only the one that moved it counts it in
+		 * queued_hint[], after the move, so that a task's slot is
+		 * always the queue it is in; note_queued_on() then wakes an
+		 * idle CPU that looked at the hint too early.
+		 */
+		if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, dsq_id, 0))
+			continue;
 		if (dsq_id == WL_FALLBACK_DSQ)
 			hint_enter(tctx, WL_HINT_FALLBACK);
 		else if (!(dsq_id & SCX_DSQ_LOCAL_ON))
 			hint_enter(tctx, cpu);
-		/*
-		 * A failed move means the task left the parking queue since
-		 * the iterator saw it (dequeued, or queued again): its next
-		 * enqueue clears the decision.
-		 */
-		if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, dsq_id, 0)) {
-			hint_leave(tctx);
-			continue;
-		}
 		clear_decision(tctx);
 		park_done(tctx);
 		if (dsq_id != WL_FALLBACK_DSQ)
@@ -927,6 +939,8 @@ static void apply_parked(void)
 		if (newidle_wait_own_wakee)
 			set_own_wakee_until(prev, 0);
 		__sync_fetch_and_add(&nr_agent_dispatches, 1);
+		if (late)
+			__sync_fetch_and_add(&nr_applied_late, 1);
 		if (dsq_id & SCX_DSQ_LOCAL_ON) {
 			__sync_fetch_and_add(&nr_applied_to_idle, 1);
 		} else if (dsq_id < WL_MAX_CPUS) {
@@ -1096,10 +1110,15 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 	 * A fixed-size read of the task's cpumask. If the kernel's NR_CPUS is
 	 * smaller than WL_MAX_CPUS the tail bits are whatever follows the mask;
 	 * they describe CPUs that do not exist and the agent ignores them.
+	 * Most tasks may run anywhere: then the flag says so and the mask is
+	 * not copied (all ones for the agent).
 	 */
-	if (bpf_probe_read_kernel(msg->cpus_allowed, sizeof(msg->cpus_allowed),
-				  p->cpus_ptr))
-		__builtin_memset(msg->cpus_allowed, 0xff, sizeof(msg->cpus_allowed));
+	if (p->nr_cpus_allowed >= nr_cpu_ids) {
+		msg->flags |= WL_MSG_ALL_CPUS;
+	} else if (bpf_probe_read_kernel(msg->cpus_allowed, sizeof(msg->cpus_allowed),
+					 p->cpus_ptr)) {
+		msg->flags |= WL_MSG_ALL_CPUS;
+	}
 
 	if (newidle_wait_own_wakee && selected && (msg->wake_flags & SCX_WAKE_SYNC) &&
 	    msg->waker_cpu == msg->prev_cpu)
@@ -1231,9 +1250,11 @@ int apply_decisions(struct apply_args *args)
 		if (d)
 			record_decision(d);
 	}
+	if (debug_half_apply && (args->flags & WL_APPLY_RECORD_ONLY))
+		return 0;
 	/* A sleepable program: the queue iterator needs an RCU section. */
 	bpf_rcu_read_lock();
-	apply_parked();
+	apply_parked(false);
 	bpf_rcu_read_unlock();
 	__sync_fetch_and_add(&nr_apply_runs, 1);
 	return 0;
@@ -1550,10 +1571,8 @@ static void rescue_from_stalled_agent(u64 now)
 			tctx->awaiting_agent = 0;
 			tctx->enq_cnt++;
 		}
-		hint_enter(tctx, WL_HINT_FALLBACK);
-		if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, WL_FALLBACK_DSQ, 0)) {
-			hint_leave(tctx);
-		} else {
+		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, WL_FALLBACK_DSQ, 0)) {
+			hint_enter(tctx, WL_HINT_FALLBACK);
 			scx_bpf_kick_cpu(scx_bpf_task_cpu(p), SCX_KICK_IDLE);
 			__sync_fetch_and_add(&nr_stall_rescues, 1);
 		}
@@ -1569,7 +1588,7 @@ void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
 
 	if (ring_transport &&
 	    bpf_user_ringbuf_drain(&decisions, drain_decision, NULL, BPF_RB_NO_WAKEUP) > 0)
-		apply_parked();
+		apply_parked(false);
 	rescue_from_stalled_agent(now);
 
 	/*
@@ -1850,7 +1869,7 @@ static int heartbeat_fn(void *map, int *key, struct bpf_timer *timer)
 
 	/* Decisions that arrived before their task was parked, still undone. */
 	if (READ_ONCE(wl_shared.decisions_pending))
-		apply_parked();
+		apply_parked(true);
 	kick_stranded();
 	/*
 	 * Without this the agent could starve: if every CPU stays busy with

@@ -134,6 +134,13 @@ struct Opts {
           value_parser = clap::value_parser!(u32).range(0..=8192))]
     debug_ring_limit: u32,
 
+    /// Test aid: 2 s after load, carry out half a batch of decisions, leave
+    /// the other half recorded but not carried out, then stop (`stop`,
+    /// SIGSTOP) or kill (`kill`, SIGKILL) this process
+    /// (tests/vm/reliability.sh).
+    #[arg(long, hide = true, value_name = "stop|kill", value_parser = parse_half_apply)]
+    debug_half_apply: Option<i32>,
+
     #[clap(flatten)]
     policy: scx_wakelab::policy::PolicyArgs,
 
@@ -185,6 +192,14 @@ fn parse_agent_cpu(s: &str) -> Result<live::agent::AgentCpu, String> {
             .filter(|&c| c < scx_wakelab::policy::MAX_CPUS)
             .map(AgentCpu::Cpu)
             .ok_or_else(|| format!("'{s}' is not a CPU number, 'auto' or 'any'")),
+    }
+}
+
+fn parse_half_apply(s: &str) -> Result<i32, String> {
+    match s {
+        "stop" => Ok(libc::SIGSTOP),
+        "kill" => Ok(libc::SIGKILL),
+        _ => Err(format!("'{s}' is not 'stop' or 'kill'")),
     }
 }
 
@@ -327,6 +342,7 @@ fn main() -> ExitCode {
         agent_cpu: opts.agent_cpu,
         spin_us: opts.agent_spin_us,
         apply_path: opts.apply_path,
+        debug_half_apply: opts.debug_half_apply,
         open_opts: opts.libbpf.clone().into_bpf_open_opts(),
     };
     match live::run_scheduler(cfg, policy, opts.stats, &opts.socket, opts.trace.as_deref()) {

@@ -78,6 +78,10 @@ pub struct AgentConfig {
     pub spin_us: u64,
     /// --apply-path.
     pub apply_path: ApplyPath,
+    /// Test aid (--debug-half-apply): once, 2 s after load, carry out half a
+    /// batch, record the other half without carrying it out, then stop
+    /// (SIGSTOP) or kill (SIGKILL) this process.
+    pub debug_half_apply: Option<i32>,
     pub open_opts: Option<libbpf_rs::libbpf_sys::bpf_object_open_opts>,
 }
 
@@ -121,6 +125,8 @@ pub struct Agent<'a> {
     /// submitted): a spinning agent compares the two, no syscall.
     consumed: u64,
     apply_retries: u32,
+    /// --debug-half-apply: the signal, and when it may fire.
+    half_apply: Option<(i32, Instant)>,
 }
 
 /// The CPU the scheduling thread is pinned to, if any, among the online
@@ -236,6 +242,7 @@ impl<'a> Agent<'a> {
         rodata.idle_balance_busy_ns = cfg.idle_balance_busy_us * 1000;
         rodata.newidle_wait_own_wakee = cfg.newidle_wait_own_wakee;
         rodata.ring_transport = !fast_lane;
+        rodata.debug_half_apply = cfg.debug_half_apply.is_some();
         if !fast_lane {
             skel.progs.apply_decisions.set_autoload(false);
         }
@@ -351,6 +358,9 @@ impl<'a> Agent<'a> {
             spin_ns: cfg.spin_us * 1000,
             consumed: 0,
             apply_retries: 0,
+            half_apply: cfg
+                .debug_half_apply
+                .map(|sig| (sig, Instant::now() + Duration::from_secs(2))),
         })
     }
 
@@ -468,6 +478,17 @@ impl<'a> Agent<'a> {
                     return Ok(());
                 }
                 let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
+                if let Some((sig, at)) = self.half_apply
+                    && self.batch.len() >= 2
+                    && Instant::now() >= at
+                {
+                    let (first, second) = self.batch.split_at(self.batch.len() / 2);
+                    protocol::apply(&self.skel.progs.apply_decisions, bss, first)?;
+                    protocol::record_only(&self.skel.progs.apply_decisions, bss, second)?;
+                    // SAFETY: raise() only signals this process.
+                    unsafe { libc::raise(sig) };
+                    self.half_apply = None;
+                }
                 protocol::apply(&self.skel.progs.apply_decisions, bss, &self.batch)?;
                 self.apply_retries = 0;
             }

@@ -132,7 +132,11 @@ impl Message {
         });
         // Bits past the kernel's nr_cpu_ids may be whatever followed the
         // mask in memory: the placer keeps only the CPUs it knows.
-        let allowed = CpuSet::from_words(&m.cpus_allowed);
+        let allowed = if has(raw::wakeup_msg_flags_WL_MSG_ALL_CPUS) {
+            CpuSet::first_n(scx_wakelab::policy::MAX_CPUS)
+        } else {
+            CpuSet::from_words(&m.cpus_allowed)
+        };
         Message::Wakeup(Wakeup {
             pid: m.pid as u32,
             task_cpu: cpu(m.task_cpu),
@@ -365,6 +369,7 @@ pub fn read_counters(b: &bss, m: &mut LiveMetrics) {
         nr_applied_to_queue,
         nr_apply_runs,
         nr_apply_misses,
+        nr_applied_late,
     );
     m.enqueue_to_run_hist.resize(LAT_BUCKETS, 0);
     for (i, v) in m.enqueue_to_run_hist.iter_mut().enumerate() {
@@ -445,6 +450,20 @@ impl DecisionRing {
 /// and run the apply_decisions program, which moves each decided task onto
 /// its CPU before it returns.
 pub fn apply(prog: &libbpf_rs::ProgramMut, b: &mut bss, batch: &[Decision]) -> Result<()> {
+    apply_with(prog, b, batch, 0)
+}
+
+/// Test aid (--debug-half-apply): record `batch` in BPF, move nothing.
+pub fn record_only(prog: &libbpf_rs::ProgramMut, b: &mut bss, batch: &[Decision]) -> Result<()> {
+    apply_with(prog, b, batch, raw::wl_apply_flags_WL_APPLY_RECORD_ONLY)
+}
+
+fn apply_with(
+    prog: &libbpf_rs::ProgramMut,
+    b: &mut bss,
+    batch: &[Decision],
+    flags: u32,
+) -> Result<()> {
     let n = batch.len().min(APPLY_MAX);
     for (slot, d) in b.wl_shared.apply_slots.iter_mut().zip(&batch[..n]) {
         let r = d.to_raw();
@@ -460,7 +479,7 @@ pub fn apply(prog: &libbpf_rs::ProgramMut, b: &mut bss, batch: &[Decision]) -> R
     }
     let mut args = raw::apply_args {
         nr: n as u32,
-        pad: 0,
+        flags,
     };
     // SAFETY: apply_args is plain integers; viewed as its bytes for ctx_in
     // (the kernel copies them in, and back out).
@@ -476,4 +495,100 @@ pub fn apply(prog: &libbpf_rs::ProgramMut, b: &mut bss, batch: &[Decision]) -> R
     };
     prog.test_run(input).context("running apply_decisions")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes_of(m: &raw::wakeup_msg) -> Vec<u8> {
+        // SAFETY: wakeup_msg is plain integers; viewed as its bytes.
+        unsafe {
+            std::slice::from_raw_parts(m as *const raw::wakeup_msg as *const u8, WAKEUP_MSG_SIZE)
+        }
+        .to_vec()
+    }
+
+    fn zeroed() -> raw::wakeup_msg {
+        // SAFETY: all-zero is a valid wakeup_msg.
+        unsafe { std::mem::zeroed() }
+    }
+
+    #[test]
+    fn a_selected_wakeup_carries_its_waker() {
+        let mut m = zeroed();
+        m.kind = raw::wakeup_msg_kind_WL_MSG_ENQUEUE;
+        m.pid = 42;
+        m.prev_cpu = 3;
+        m.task_cpu = 3;
+        m.waker_cpu = 5;
+        m.waker_pid = 7;
+        m.waker_context = raw::waker_context_WAKER_SOFTIRQ;
+        m.flags = raw::wakeup_msg_flags_WL_MSG_SELECTED | raw::wakeup_msg_flags_WL_MSG_WAKEUP;
+        m.wake_flags = 0x18;
+        m.cpus_allowed[0] = 0b1010;
+        let Some(Message::Wakeup(w)) = Message::parse(&bytes_of(&m)) else {
+            panic!("not a wake-up")
+        };
+        assert_eq!((w.pid, w.prev_cpu, w.is_wakeup), (42, 3, true));
+        let waker = w.waker.expect("selected");
+        assert_eq!(
+            (waker.cpu, waker.pid, waker.context),
+            (5, 7, WakerContext::Softirq)
+        );
+        assert_eq!(w.allowed.iter().collect::<Vec<_>>(), vec![1, 3]);
+    }
+
+    #[test]
+    fn all_cpus_needs_no_mask_and_unselected_has_no_waker() {
+        let mut m = zeroed();
+        m.pid = 9;
+        m.flags = raw::wakeup_msg_flags_WL_MSG_ALL_CPUS;
+        let Some(Message::Wakeup(w)) = Message::parse(&bytes_of(&m)) else {
+            panic!("not a wake-up")
+        };
+        assert!(w.waker.is_none());
+        assert!(!w.is_wakeup);
+        assert!(w.allowed.contains(0) && w.allowed.contains(1023));
+    }
+
+    #[test]
+    fn sleeps_and_short_records() {
+        let mut m = zeroed();
+        m.kind = raw::wakeup_msg_kind_WL_MSG_SLEEP;
+        m.pid = 11;
+        m.task_cpu = 2;
+        m.exec_runtime = 5000;
+        m.enqueue_ns = 77;
+        assert_eq!(
+            Message::parse(&bytes_of(&m)),
+            Some(Message::Sleep(Sleep {
+                pid: 11,
+                cpu: 2,
+                ran_ns: 5000,
+                at_ns: 77
+            }))
+        );
+        // A negative CPU from BPF becomes 0, never a huge index.
+        m.task_cpu = -1;
+        let Some(Message::Sleep(s)) = Message::parse(&bytes_of(&m)) else {
+            panic!()
+        };
+        assert_eq!(s.cpu, 0);
+        assert_eq!(Message::parse(&bytes_of(&m)[..10]), None);
+    }
+
+    #[test]
+    fn decisions_for_any_cpu_use_the_sentinel() {
+        let d = Decision {
+            pid: 1,
+            cpu: None,
+            enq_cnt: 4,
+            enqueue_ns: 5,
+            committed_ns: 6,
+        };
+        assert_eq!(d.to_raw().cpu, raw::wakelab_consts_WL_CPU_ANY);
+        let d = Decision { cpu: Some(3), ..d };
+        assert_eq!((d.to_raw().cpu, d.to_raw().enq_cnt), (3, 4));
+    }
 }

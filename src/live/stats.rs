@@ -154,6 +154,7 @@ live_metrics! {
     nr_applied_to_queue,
     nr_apply_runs,
     nr_apply_misses,
+    nr_applied_late,
 }
 
 impl LiveMetrics {

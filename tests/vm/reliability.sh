@@ -257,6 +257,96 @@ expect_eq sigstop_supervisor_exit_0 "$RC" 0
 kernel_evidence 6
 wait_state disabled 10 >/dev/null
 
+# --- 4b. The agent stopped or killed with decisions half carried out ----------
+# --debug-half-apply: 2 s after load the agent carries out half a batch,
+# leaves the other half recorded in BPF but not carried out, and stops or
+# kills itself. The recorded half must still reach its CPUs (the heartbeat
+# carries decisions out without the agent), the undecided parked tasks must
+# be rescued, and nothing may be lost or ejected.
+case_ half_applied_stop "fast lane: SIGSTOP of the agent with a batch half carried out (\`--debug-half-apply stop\`) under a load, 8 s; then SIGCONT"
+scx_wakelab --debug-half-apply stop >/tmp/half.sched 2>&1 &
+SCHED=$!
+if wait_state enabled 30; then pass half_stop_scheduler_enabled; else fail half_stop_scheduler_enabled "state $(sched_state)"; fi
+stress-ng -t 20 -c "$NCPU" -f "$NCPU" --metrics-brief >/tmp/half.stress 2>&1 &
+STRESS=$!
+jobs_start half 16 40
+# The agent stops itself once it has run 2 s and has a batch of two or more.
+i=0; while [ "$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' /proc/$SCHED/status 2>/dev/null)" != T ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+STOPPED=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' /proc/$SCHED/status 2>/dev/null)
+expect_eq half_stop_agent_stopped_itself "$STOPPED" T
+SEEN=""
+i=0
+while [ $i -lt 16 ]; do
+    st=$(sched_state); case " $SEEN " in *" $st "*) ;; *) SEEN="$SEEN $st" ;; esac
+    sleep 0.5; i=$((i + 1))
+done
+kill -CONT $SCHED
+evid state "states seen while stopped:$SEEN"
+expect_eq half_stop_never_ejected "$SEEN" " enabled"
+sleep 3
+LATE=$(counter nr_applied_late); RESC=$(counter nr_stall_rescues); FB=$(counter nr_agent_stall_fallbacks)
+evid counters "decisions carried out by the heartbeat without the agent (nr_applied_late) $LATE; parked tasks rescued $RESC; tasks sent past the stopped agent $FB"
+if [ "${LATE:-0}" -gt 0 ]; then pass half_stop_recorded_half_carried_out; else fail half_stop_recorded_half_carried_out "nr_applied_late ${LATE:-none}"; fi
+if [ "${FB:-0}" -gt 0 ]; then pass half_stop_load_bypassed_the_stopped_agent; else fail half_stop_load_bypassed_the_stopped_agent "nr_agent_stall_fallbacks ${FB:-none}"; fi
+load_finished half_stop half
+no_kernel_errors half_stop_no_stall_in_kernel_log
+kill -INT $SCHED; wait $SCHED
+expect_eq half_stop_scheduler_exit_0 "$?" 0
+kernel_evidence 4
+wait_state disabled 10 >/dev/null
+
+case_ half_applied_kill "fast lane: SIGKILL of the agent with a batch half carried out (\`--debug-half-apply kill\`) under a load; then a new instance"
+scx_wakelab --debug-half-apply kill >/tmp/halfk.sched 2>&1 &
+SCHED=$!
+if wait_state enabled 30; then pass half_kill_scheduler_enabled; else fail half_kill_scheduler_enabled "state $(sched_state)"; fi
+stress-ng -t 20 -c "$NCPU" -f "$NCPU" --metrics-brief >/tmp/halfk.stress 2>&1 &
+STRESS=$!
+jobs_start halfk 16 40
+wait $SCHED
+RC=$?
+expect_eq half_kill_agent_killed_itself "$RC" 137
+# Its death hands every task back to the fair class, parked ones included.
+if wait_state disabled 10; then pass half_kill_state_goes_disabled; else fail half_kill_state_goes_disabled "state $(sched_state)"; fi
+scx_wakelab >/tmp/halfk2.sched 2>&1 &
+SCHED=$!
+if wait_state enabled 30; then pass half_kill_new_instance_loads; else fail half_kill_new_instance_loads "state $(sched_state)"; fi
+load_finished half_kill halfk
+no_kernel_errors half_kill_no_stall_in_kernel_log
+kill -INT $SCHED; wait $SCHED
+expect_eq half_kill_new_instance_exit_0 "$?" 0
+kernel_evidence 4
+wait_state disabled 10 >/dev/null
+
+# --- 4c. A CPU goes offline while tasks are parked -----------------------------
+HOT=3
+case_ parked_hotplug "CPU $HOT offline while the agent is stopped (SIGSTOP) and woken tasks wait parked for it, under a load; then SIGCONT and CPU $HOT online"
+scx_wakelab >/tmp/ph.sched 2>&1 &
+SCHED=$!
+if wait_state enabled 30; then pass parked_hotplug_scheduler_enabled; else fail parked_hotplug_scheduler_enabled "state $(sched_state)"; fi
+stress-ng -t 20 -c "$NCPU" -f "$NCPU" --metrics-brief >/tmp/ph.stress 2>&1 &
+STRESS=$!
+jobs_start ph 16 40
+sleep 2
+kill -STOP $SCHED
+# Within the stall threshold (1 s): woken tasks are still parked.
+sleep 0.3
+echo 0 >/sys/devices/system/cpu/cpu$HOT/online
+sleep 1
+kill -CONT $SCHED
+if wait_file_line /tmp/ph.sched "topology: $((NCPU - 1)) CPUs online" 60 && wait_state enabled 30; then
+    pass parked_hotplug_restarts_with_fewer_cpus
+else fail parked_hotplug_restarts_with_fewer_cpus "state $(sched_state); $(grep -E 'loaded:|restart|EXIT' /tmp/ph.sched | tail -n 3 | tr '\n' ' ')"; fi
+evid restart "$(grep -E 'asked for a restart|topology:' /tmp/ph.sched | sed 's/^.*topology/topology/;s/^.*the kernel/the kernel/' | tail -n 2 | tr '\n' ';')"
+echo 1 >/sys/devices/system/cpu/cpu$HOT/online
+load_finished parked_hotplug ph
+i=0; while [ "$(grep -c 'topology: ' /tmp/ph.sched)" -lt 3 ] && [ $i -lt 60 ]; do sleep 1; i=$((i + 1)); done
+expect_eq parked_hotplug_same_process "$(kill -0 $SCHED 2>/dev/null && echo alive)" alive
+no_kernel_errors parked_hotplug_no_stall_in_kernel_log
+kill -INT $SCHED; wait $SCHED
+expect_eq parked_hotplug_scheduler_exit_0 "$?" 0
+kernel_evidence 6
+wait_state disabled 10 >/dev/null
+
 # --- 5. CPU offline and online ------------------------------------------------
 HOT=3
 case_ hotplug "CPU $HOT offline, then online, under a load; plus runtime \`set\` with an unknown flag and value"
