@@ -102,13 +102,15 @@ struct Opts {
     /// After each batch of decisions the agent polls for new wake-ups for up
     /// to US microseconds before it yields its CPU (0: yield at once). A
     /// wake-up that arrives meanwhile is decided without waking the agent,
-    /// which saves two context switches and an IPI. The default covers the
-    /// gap between the wake-ups of a ping-pong pair, in the VM as on
-    /// hardware, so such a pair never waits for the agent to be woken; an
-    /// idle system pays it once per burst of wake-ups. The cost is up to US
-    /// of the agent's CPU per batch (`stats`: agent cpu, spin);
-    /// docs/benchmarks/fast-lane.md has the measurements behind the default.
-    #[arg(long, value_name = "US", default_value_t = 100,
+    /// which saves two context switches and an IPI. The default is the
+    /// shortest that covers the gap between the wake-ups of a ping-pong pair
+    /// (pipe, TCP request/response) in the VM, longer than on hardware, so
+    /// such a pair never waits for the agent to be woken; longer adds CPU
+    /// time without saving switches, and an idle system pays it once per
+    /// burst of wake-ups. The cost is up to US of the agent's CPU per batch
+    /// (`stats`: agent cpu, spin); docs/benchmarks/fast-lane.md has the
+    /// measurements behind the default.
+    #[arg(long, value_name = "US", default_value_t = 50,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     agent_spin_us: u64,
 
