@@ -437,8 +437,12 @@ impl<'a> Agent<'a> {
             })
             .max()
             .unwrap_or(0);
-        protocol::read_cpus(bss, &mut self.readings);
-        self.placer.begin_batch(&self.readings, now);
+        // Sleep reports alone (delayed-dequeue emulation) only update the
+        // placer's model; the snapshot is rebuilt for the next wake-up.
+        if wakeups > 0 {
+            protocol::read_cpus(bss, &mut self.readings);
+            self.placer.begin_batch(&self.readings, now);
+        }
         for msg in msgs {
             let w = match msg {
                 Message::Sleep(s) => {

@@ -281,7 +281,8 @@ impl Placer {
                 wakeup_in_flight: queued > 0 || r.inflight > 0,
                 sched_idle_only: false,
                 load: runnable as u64 * NICE_0_LOAD,
-                util: self.util_avg[cpu].round() as u32,
+                // 0..=1024: adding a half and truncating rounds it, without libm.
+                util: (self.util_avg[cpu] + 0.5) as u32,
                 capacity: 0,
                 avg_idle_ns: self.avg_idle_ns[cpu],
             };

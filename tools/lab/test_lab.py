@@ -10,6 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checks  # noqa: E402
+import compare  # noqa: E402
 import lablib  # noqa: E402
 
 
@@ -105,6 +106,23 @@ class Parser(unittest.TestCase):
             self.assertEqual(len(back), len(raw.good_rows()))
             self.assertIn({"setting": "wakelab", "workload": "lat-ctx", "param": "", "rep": 1, "metric": "value",
                            "unit": "us", "value": 45.66}, back)
+
+
+class Compare(unittest.TestCase):
+    def test_ratios_counts_and_hops(self):
+        def run(value, ctxt, cpu, hop):
+            m = {("eevdf", "perf-sched-pipe", "", "value"): 20.0, ("eevdf", "perf-sched-pipe", "", "ctxt"): 100.0,
+                 ("wakelab", "perf-sched-pipe", "", "value"): value, ("wakelab", "perf-sched-pipe", "", "ctxt"): ctxt,
+                 ("wakelab", "perf-sched-pipe", "", "agent_cpu_s"): cpu,
+                 ("wakelab", "perf-sched-pipe", "", "wl:nr_decisions"): 2000.0}
+            return m, {"wakelab / hop apply_run": {"counts": hop}}
+        before = run(100.0, 200.0, 0.04, [0] * 14 + [4])
+        after = run(40.0, 110.0, 0.01, [0] * 11 + [4])
+        text = "\n".join(compare.tables(before, after, "wakelab", []))
+        self.assertIn("| perf-sched-pipe | 100 | 5 | 40 | 2 |", text)
+        self.assertIn("| perf-sched-pipe | 2 | 1.1 |", text)
+        self.assertIn("| 20 | 5 |", text)  # agent ms per 1000 decisions
+        self.assertIn("| apply_run | ≤ 32.768 µs | ≤ 32.768 µs | 4 | ≤ 4.096 µs | ≤ 4.096 µs | 4 |", text)
 
 
 class Plan(unittest.TestCase):
