@@ -87,6 +87,7 @@ pub fn run_scheduler(
                 unsafe { libc::gettid() },
                 cfg.slice_ns,
             )?;
+            placer.set_agent_spins(cfg.spin_us > 0);
             if let Some((tx, _)) = &tracer {
                 placer.set_trace(tx.clone());
             }

@@ -127,6 +127,9 @@ struct StoredTask {
 pub struct Placer {
     engine: Engine,
     agent_pid: i32,
+    /// The agent polls after each batch (--agent-spin-us > 0): its CPU is
+    /// busy with it, not idle, in the snapshot (see begin_batch()).
+    agent_spins: bool,
     slice_ns: u64,
     tasks: PidMap<StoredTask>,
     snaps: Vec<CpuSnapshot>,
@@ -165,6 +168,7 @@ impl Placer {
         Ok(Placer {
             engine,
             agent_pid,
+            agent_spins: false,
             slice_ns,
             tasks: PidMap::with_capacity_and_hasher(4096, Default::default()),
             snaps: vec![CpuSnapshot::default(); n],
@@ -213,6 +217,11 @@ impl Placer {
     /// Refresh the per-CPU snapshot from BPF's readings, once per batch.
     /// A decision for a CPU that is not carried out yet counts as a task
     /// queued there, as it would be on the kernel's runqueue.
+    /// Whether the agent polls for wake-ups after a batch (see `agent_spins`).
+    pub fn set_agent_spins(&mut self, spins: bool) {
+        self.agent_spins = spins;
+    }
+
     pub fn begin_batch(&mut self, readings: &[CpuReading], now_ns: u64) {
         self.delayed.expire(now_ns);
         self.idle_cpus.clear();
@@ -240,7 +249,17 @@ impl Placer {
                 run_start_ns: run_start,
                 ..
             } = *r;
-            let runnable = r.nr_runnable + r.inflight;
+            // The CPU the agent runs on, deciding this batch. If the agent
+            // yields as soon as it is done, that CPU is idle for the engine,
+            // as it would be without us. If it polls, it stays busy with the
+            // agent, as with any thread that polls, and the engine treats it
+            // so: otherwise a task whose last CPU that is keeps coming back
+            // to it (idle, prev, cache-hot), and every one of its wake-ups
+            // makes the agent switch out and in again. Whether such a task
+            // appeared decided whole runs of the lab (a sched-pipe run at
+            // half the agent's switches, or at one per wake-up).
+            let agent_here = curr == self.agent_pid;
+            let runnable = r.nr_runnable + r.inflight + u32::from(agent_here && self.agent_spins);
             // Running time so far, the current run included. The two fields
             // are read apart: a stop in between shows less than before, and
             // the next batch counts what this one missed.
@@ -255,7 +274,7 @@ impl Placer {
                 self.util_avg[cpu] = pelt_step(self.util_avg[cpu], ran, util_dt, decay);
             }
             self.util_busy_ns[cpu] = self.util_busy_ns[cpu].max(busy);
-            let idle = (idle || curr == self.agent_pid || curr == 0) && runnable == 0;
+            let idle = (idle || agent_here || curr == 0) && runnable == 0;
             self.awaits_own_wakee[cpu] = own_until > now_ns;
             if idle {
                 self.idle_cpus.push((cpu, free_since));
@@ -731,5 +750,24 @@ mod tests {
         st[2].inflight = 0;
         p.begin_batch(&st, 1_000_000_001);
         assert!(p.snaps[2].available_idle());
+    }
+
+    /// The agent's CPU (agent pid 1 here, running on CPU 7): idle for the
+    /// engine if the agent yields after a batch, busy with the agent if it
+    /// polls, so that a task that last ran there moves to an idle CPU.
+    #[test]
+    fn the_agents_cpu_is_busy_only_while_the_agent_polls() {
+        for (spins, want_prev) in [(false, true), (true, false)] {
+            let mut p = placer("mainline");
+            p.set_agent_spins(spins);
+            let mut st = states(&[]);
+            st[7].idle = false;
+            st[7].curr_pid = 1;
+            p.begin_batch(&st, 1_000_000_000);
+            assert_eq!(p.snaps[7].available_idle(), !spins);
+            // A non-sync wake-up from CPU 6 of a task that last ran on CPU 7.
+            let cpu = p.place(&msg(10, 7, 6, false, WAKER_TASK, 1)).cpu;
+            assert_eq!(cpu == 7, want_prev, "agent spins: {spins}, placed on {cpu}");
+        }
     }
 }
