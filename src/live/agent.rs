@@ -582,6 +582,11 @@ impl<'a> Agent<'a> {
             i = i.wrapping_add(1);
             std::hint::spin_loop();
         }
+        // The clock is read every 64 polls only: read it once more, or a
+        // spin that ended in a wake-up would count as short as its last read.
+        if got {
+            now = monotonic_ns();
+        }
         self.local.agent_spin_ns += now.max(start) - start;
         got
     }
