@@ -6,7 +6,8 @@ For each workload (sweeps: each parameter) it prints the setting's mean value an
 to EEVDF in the same run, before and after, then the counts that say where the time went:
 context switches (all, and the scheduler's own), migrations (the workload's and the
 scheduler's own), and the agent's CPU time per 1000 decisions. Then the per-hop latency
-histograms of the setting (latency_hist.json), p50 and p99 of each. Ratios are of means over
+histograms of the setting (latency_hist.json), p50 and p99 of each, over the whole run and,
+where the lab recorded them per workload run, for each workload. Ratios are of means over
 the reps of each run (results.csv); a run's peers (scx_rustland, scx_bpfland) are listed for
 reference from AFTER.
 """
@@ -91,6 +92,21 @@ def tables(before, after, setting, peers):
             us = lambda ns: "—" if ns is None else f"≤ {ns / 1000:g} µs"
             return [us(p50), us(p99), str(sum(c))]
         L.append("| " + " | ".join([hop] + cell(hb) + cell(ha)) + " |")
+    for pct in (50, 99):
+        rows = []
+        for w, p in workload_keys(ma, setting):
+            label = f"{setting} / {w} {p}".rstrip()
+
+            def at(h, hop):
+                e = h.get(f"{label} / hop {hop}")
+                ns = lablib.hist_percentile_ns(e["counts"], pct) if e else None
+                return "—" if ns is None else f"{ns / 1000:g}"
+            if any(f"{label} / hop {hop}" in h for h in (hb, ha) for hop in lablib.HOPS):
+                rows.append("| " + " | ".join([f"{w} {p}".strip()] +
+                                              [f"{at(hb, hop)} → {at(ha, hop)}" for hop in lablib.HOPS]) + " |")
+        if rows:
+            L += ["", f"| workload: p{pct} before → after, ≤ µs | " + " | ".join(lablib.HOPS) + " |",
+                  "|---" * (1 + len(lablib.HOPS)) + "|"] + rows
     return L
 
 

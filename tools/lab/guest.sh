@@ -10,6 +10,7 @@
 #   LABWL r=REP s=SETTING w=WORKLOAD p=PARAM {json}     scx_wakelab counter deltas of one run
 #   LABHIST r=REP s=SETTING [buckets]                   scx_wakelab enqueue->run histogram, per block
 #   LABHOP r=REP s=SETTING [[buckets],...]              scx_wakelab per-hop histograms, per block
+#   LABWLHOP r=REP s=SETTING w=WORKLOAD p=PARAM [[buckets],...]   the same, of one run
 #   LAB-LOG r=REP s=SETTING text                        log lines worth keeping
 #   LAB-END at UPTIME
 # PARAM '-' means none. Every number is measured around one workload run only.
@@ -76,6 +77,8 @@ wl_numbers() {
     sed 's/"config":{[^}]*}//; s/"enqueue_to_run_hist":\[[^]]*\]//; s/"hop_hist":\[\(\[[0-9,]*\],*\)*\]//' "$1" | tr ',{}' '\n\n\n' |
         sed -n 's/^"\([a-z_0-9]*\)":\([0-9][0-9]*\)$/\1 \2/p'
 }
+# the per-hop histograms of a stats --json snapshot: [[buckets],...] (nothing if absent)
+wl_hops() { sed -n 's/.*"hop_hist":\(\[\(\[[0-9,]*\],*\)*\]\).*/\1/p' "$1"; }
 wl_snap() { scx_wakelab stats --json >"$1" 2>/dev/null || : >"$1"; }
 
 out() { echo "LAB r=$REP s=$SNAME w=$W p=$P m=$1 u=$2 v=$3"; }
@@ -130,6 +133,18 @@ measure() {
         wl_numbers /tmp/wl.a >/tmp/wl.na; wl_numbers /tmp/wl.b >/tmp/wl.nb
         echo "LABWL r=$REP s=$SNAME w=$W p=$P $(awk 'BEGIN { printf "{" } NR == FNR { old[$1] = $2; next }
             { printf "%s\"%s\":%.0f", sep, $1, $2 - old[$1]; sep = "," } END { print "}" }' /tmp/wl.na /tmp/wl.nb)"
+        ha=$(wl_hops /tmp/wl.a); hb=$(wl_hops /tmp/wl.b)
+        case "$ha$hb" in
+            *'[['*'[['*) echo "LABWLHOP r=$REP s=$SNAME w=$W p=$P $(awk -v a="$ha" -v b="$hb" 'BEGIN {
+                gsub(/^\[\[|\]\]$/, "", a); gsub(/^\[\[|\]\]$/, "", b)
+                n = split(b, rb, /\],\[/); split(a, ra, /\],\[/); out = "["
+                for (i = 1; i <= n; i++) {
+                    m = split(rb[i], vb, ","); split(ra[i], va, ","); out = out (i > 1 ? "," : "") "["
+                    for (j = 1; j <= m; j++) out = out (j > 1 ? "," : "") (vb[j] - va[j])
+                    out = out "]"
+                }
+                print out "]" }')" ;;
+        esac
     fi
 }
 

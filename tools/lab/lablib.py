@@ -162,6 +162,7 @@ RES_RE = re.compile(r"LAB r=(\d+) s=(\S+) w=(\S+) p=(\S*) m=(\S+) u=(\S+) v=(\S*
 WL_RE = re.compile(r"LABWL r=(\d+) s=(\S+) w=(\S+) p=(\S*) (\{.*\})")
 HIST_RE = re.compile(r"LABHIST r=(\d+) s=(\S+) (\[[0-9,]*\])")
 HOP_RE = re.compile(r"LABHOP r=(\d+) s=(\S+) (\[.*\])$")
+WLHOP_RE = re.compile(r"LABWLHOP r=(\d+) s=(\S+) w=(\S+) p=(\S*) (\[.*\])$")
 # scx_wakelab's hops of a wake-up through its agent, in order (src/live/stats.rs HOPS)
 HOPS = ["select_enqueue", "enqueue_read", "read_commit", "commit_apply", "apply_run"]
 LOG_RE = re.compile(r"LAB-LOG r=(\d+) s=(\S+) (.*)$")
@@ -186,6 +187,7 @@ class Raw:
         self.status = {}     # (setting, rep) -> ok | load_failed | crashed | exit_N
         self.hist = {}       # (setting, rep) -> [bucket counts]
         self.hops = {}       # (setting, rep) -> [[bucket counts] per hop of HOPS]
+        self.wl_hops = {}    # (setting, rep, workload, param) -> the same, of one workload run
         self.block_metrics = {}  # (setting, rep) -> {metric: value} (load_s)
         self.logs = []       # (rep, setting, text)
         self.meta = {}       # key -> [values]
@@ -235,6 +237,15 @@ class Raw:
                 if isinstance(v, (int, float)):
                     self.rows.append({"setting": s, "workload": w, "param": p, "rep": int(rep),
                                       "metric": f"wl:{k}", "unit": "count", "value": float(v)})
+            return
+        m = WLHOP_RE.match(line)
+        if m:
+            self.lines.append(line)
+            rep, s, w, p, js = m.groups()
+            try:
+                self.wl_hops[(s, int(rep), w, "" if p == "-" else p)] = json.loads(js)
+            except ValueError:
+                pass
             return
         m = HOP_RE.match(line)
         if m:
@@ -314,7 +325,8 @@ def hist_percentile_ns(counts, pct):
 def latency_hist(raw, good_only=True):
     """{setting: summed histogram over its reps, with p50/p99}, cumulative per block
     (load to stop) as scx_wakelab counts it; and one entry 'SETTING / hop NAME' per hop of
-    a wake-up through the agent (HOPS), where the run recorded them."""
+    a wake-up through the agent (HOPS), where the run recorded them, and 'SETTING / WORKLOAD
+    [PARAM] / hop NAME' of each workload's runs alone."""
     out = {}
 
     def add(label, rep, h):
@@ -335,6 +347,12 @@ def latency_hist(raw, good_only=True):
         for name, h in zip(HOPS, rows):
             if isinstance(h, list):
                 add(f"{s} / hop {name}", rep, h)
+    for (s, rep, w, p), rows in sorted(raw.wl_hops.items()):
+        if good_only and raw.status.get((s, rep)) in BAD_STATUS:
+            continue
+        for name, h in zip(HOPS, rows):
+            if isinstance(h, list):
+                add(f"{s} / {w} {p}".rstrip() + f" / hop {name}", rep, h)
     for s, e in out.items():
         e["total"] = sum(e["counts"])
         e["p50_ns"] = hist_percentile_ns(e["counts"], 50)

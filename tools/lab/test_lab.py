@@ -95,6 +95,17 @@ class Parser(unittest.TestCase):
         # the guest's line is kept for --from-raw
         self.assertTrue(any(line.startswith("LABHOP r=2") for line in raw.lines))
 
+    def test_hop_histograms_of_one_workload_run(self):
+        raw = self.parse()
+        raw.feed("LABWLHOP r=1 s=wakelab w=perf-sched-pipe p=- [[1,0],[0,2],[0,0],[3,0],[0,0,5]]")
+        raw.feed("LABWLHOP r=2 s=wakelab w=hackbench-process-pipes p=4 [[0,7],[0],[0],[0],[0]]")
+        raw.feed("LABHOP r=1 s=wakelab [[9]]")
+        h = lablib.latency_hist(raw)["settings"]
+        self.assertEqual(h["wakelab / perf-sched-pipe / hop apply_run"]["counts"], [0, 0, 5])
+        self.assertEqual(h["wakelab / hackbench-process-pipes 4 / hop select_enqueue"]["counts"], [0, 7])
+        # the whole-block entries are apart
+        self.assertEqual(h["wakelab / hop select_enqueue"]["counts"], [9])
+
     def test_results_csv_interface(self):
         raw = self.parse()
         with tempfile.TemporaryDirectory() as d:
@@ -123,6 +134,12 @@ class Compare(unittest.TestCase):
         self.assertIn("| perf-sched-pipe | 2 | 1.1 |", text)
         self.assertIn("| 20 | 5 |", text)  # agent ms per 1000 decisions
         self.assertIn("| apply_run | ≤ 32.768 µs | ≤ 32.768 µs | 4 | ≤ 4.096 µs | ≤ 4.096 µs | 4 |", text)
+        # no per-workload hop entries: no per-workload hop table
+        self.assertNotIn("p50 before → after", text)
+        before[1]["wakelab / perf-sched-pipe / hop read_commit"] = {"counts": [0] * 12 + [4]}
+        after[1]["wakelab / perf-sched-pipe / hop read_commit"] = {"counts": [0] * 9 + [4]}
+        text = "\n".join(compare.tables(before, after, "wakelab", []))
+        self.assertIn("| perf-sched-pipe | — → — | — → — | 8.192 → 1.024 | — → — | — → — |", text)
 
 
 class Plan(unittest.TestCase):
