@@ -5,7 +5,8 @@ same plan (tools/lab/run), one setting of ours compared across them, as markdown
 For each workload (sweeps: each parameter) it prints the setting's mean value and its ratio
 to EEVDF in the same run, before and after, then the counts that say where the time went:
 context switches (all, and the scheduler's own), migrations (the workload's and the
-scheduler's own), and the agent's CPU time per 1000 decisions. Then the per-hop latency
+scheduler's own), and the agent's CPU time per 1000 decisions (after: also less the time it
+spent polling for wake-ups, --agent-spin-us). Then the per-hop latency
 histograms of the setting (latency_hist.json), p50 and p99 of each, over the whole run and,
 where the lab recorded them per workload run, for each workload. Ratios are of means over
 the reps of each run (results.csv); a run's peers (scx_rustland, scx_bpfland) are listed for
@@ -68,18 +69,21 @@ def tables(before, after, setting, peers):
         L.append("| " + " | ".join(cells) + " |")
     L += ["", "| workload | ctxt / EEVDF before | after | scheduler's own ctxt before | after | "
           "task migrations before | after | scheduler's own migrations before | after | "
-          "agent CPU ms per 1000 decisions before | after |", "|---" * 11 + "|"]
+          "agent CPU ms per 1000 decisions before | after | after, less its spinning |", "|---" * 12 + "|"]
     for w, p in workload_keys(ma, setting):
-        def per1000(m):
+        def per1000(m, less_spin=False):
             cpu, dec = get(m, setting, w, p, "agent_cpu_s"), get(m, setting, w, p, "wl:nr_decisions")
-            return cpu * 1e6 / dec if cpu is not None and dec else None
+            spin = get(m, setting, w, p, "wl:agent_spin_ns") if less_spin else 0.0
+            if cpu is None or not dec or spin is None:
+                return None
+            return max(0.0, cpu - spin / 1e9) * 1e6 / dec
         cells = [f"{w} {p}".strip(),
                  fmt(ratio(get(mb, setting, w, p, "ctxt"), get(mb, "eevdf", w, p, "ctxt"))),
                  fmt(ratio(get(ma, setting, w, p, "ctxt"), get(ma, "eevdf", w, p, "ctxt"))),
                  fmt(get(mb, setting, w, p, "sched_ctxt")), fmt(get(ma, setting, w, p, "sched_ctxt")),
                  fmt(get(mb, setting, w, p, "migrations")), fmt(get(ma, setting, w, p, "migrations")),
                  fmt(get(mb, setting, w, p, "sched_migrations")), fmt(get(ma, setting, w, p, "sched_migrations")),
-                 fmt(per1000(mb)), fmt(per1000(ma))]
+                 fmt(per1000(mb)), fmt(per1000(ma)), fmt(per1000(ma, less_spin=True))]
         L.append("| " + " | ".join(cells) + " |")
     L += ["", "| hop | before p50 | p99 | samples | after p50 | p99 | samples |", "|---|---|---|---|---|---|---|"]
     for hop in lablib.HOPS:

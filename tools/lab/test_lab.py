@@ -125,14 +125,15 @@ class Compare(unittest.TestCase):
             m = {("eevdf", "perf-sched-pipe", "", "value"): 20.0, ("eevdf", "perf-sched-pipe", "", "ctxt"): 100.0,
                  ("wakelab", "perf-sched-pipe", "", "value"): value, ("wakelab", "perf-sched-pipe", "", "ctxt"): ctxt,
                  ("wakelab", "perf-sched-pipe", "", "agent_cpu_s"): cpu,
-                 ("wakelab", "perf-sched-pipe", "", "wl:nr_decisions"): 2000.0}
+                 ("wakelab", "perf-sched-pipe", "", "wl:nr_decisions"): 2000.0,
+                 ("wakelab", "perf-sched-pipe", "", "wl:agent_spin_ns"): cpu * 1e9 / 2}
             return m, {"wakelab / hop apply_run": {"counts": hop}}
         before = run(100.0, 200.0, 0.04, [0] * 14 + [4])
         after = run(40.0, 110.0, 0.01, [0] * 11 + [4])
         text = "\n".join(compare.tables(before, after, "wakelab", []))
         self.assertIn("| perf-sched-pipe | 100 | 5 | 40 | 2 |", text)
         self.assertIn("| perf-sched-pipe | 2 | 1.1 |", text)
-        self.assertIn("| 20 | 5 |", text)  # agent ms per 1000 decisions
+        self.assertIn("| 20 | 5 | 2.5 |", text)  # agent ms per 1000 decisions; after, half of it spinning
         self.assertIn("| apply_run | ≤ 32.768 µs | ≤ 32.768 µs | 4 | ≤ 4.096 µs | ≤ 4.096 µs | 4 |", text)
         # no per-workload hop entries: no per-workload hop table
         self.assertNotIn("p50 before → after", text)
