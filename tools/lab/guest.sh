@@ -134,8 +134,9 @@ measure() {
         echo "LABWL r=$REP s=$SNAME w=$W p=$P $(awk 'BEGIN { printf "{" } NR == FNR { old[$1] = $2; next }
             { printf "%s\"%s\":%.0f", sep, $1, $2 - old[$1]; sep = "," } END { print "}" }' /tmp/wl.na /tmp/wl.nb)"
         ha=$(wl_hops /tmp/wl.a); hb=$(wl_hops /tmp/wl.b)
-        case "$ha$hb" in
-            *'[['*'[['*) echo "LABWLHOP r=$REP s=$SNAME w=$W p=$P $(awk -v a="$ha" -v b="$hb" 'BEGIN {
+        # before the agent's first publication the start has none ([]): all zeros
+        case "$hb" in
+            *'[['*) echo "LABWLHOP r=$REP s=$SNAME w=$W p=$P $(awk -v a="$ha" -v b="$hb" 'BEGIN {
                 gsub(/^\[\[|\]\]$/, "", a); gsub(/^\[\[|\]\]$/, "", b)
                 n = split(b, rb, /\],\[/); split(a, ra, /\],\[/); out = "["
                 for (i = 1; i <= n; i++) {
