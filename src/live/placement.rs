@@ -214,14 +214,14 @@ impl Placer {
         self.delayed.enabled()
     }
 
-    /// Refresh the per-CPU snapshot from BPF's readings, once per batch.
-    /// A decision for a CPU that is not carried out yet counts as a task
-    /// queued there, as it would be on the kernel's runqueue.
     /// Whether the agent polls for wake-ups after a batch (see `agent_spins`).
     pub fn set_agent_spins(&mut self, spins: bool) {
         self.agent_spins = spins;
     }
 
+    /// Refresh the per-CPU snapshot from BPF's readings, once per batch.
+    /// A decision for a CPU that is not carried out yet counts as a task
+    /// queued there, as it would be on the kernel's runqueue.
     pub fn begin_batch(&mut self, readings: &[CpuReading], now_ns: u64) {
         self.delayed.expire(now_ns);
         self.idle_cpus.clear();
