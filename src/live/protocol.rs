@@ -514,6 +514,13 @@ mod tests {
         unsafe { std::mem::zeroed() }
     }
 
+    fn parse_wakeup(m: &raw::wakeup_msg) -> Wakeup {
+        match Message::parse(&bytes_of(m)) {
+            Some(Message::Wakeup(w)) => w,
+            other => panic!("not a wake-up: {other:?}"),
+        }
+    }
+
     #[test]
     fn a_selected_wakeup_carries_its_waker() {
         let mut m = zeroed();
@@ -527,9 +534,7 @@ mod tests {
         m.flags = raw::wakeup_msg_flags_WL_MSG_SELECTED | raw::wakeup_msg_flags_WL_MSG_WAKEUP;
         m.wake_flags = 0x18;
         m.cpus_allowed[0] = 0b1010;
-        let Some(Message::Wakeup(w)) = Message::parse(&bytes_of(&m)) else {
-            panic!("not a wake-up")
-        };
+        let w = parse_wakeup(&m);
         assert_eq!((w.pid, w.prev_cpu, w.is_wakeup), (42, 3, true));
         let waker = w.waker.expect("selected");
         assert_eq!(
@@ -544,9 +549,7 @@ mod tests {
         let mut m = zeroed();
         m.pid = 9;
         m.flags = raw::wakeup_msg_flags_WL_MSG_ALL_CPUS;
-        let Some(Message::Wakeup(w)) = Message::parse(&bytes_of(&m)) else {
-            panic!("not a wake-up")
-        };
+        let w = parse_wakeup(&m);
         assert!(w.waker.is_none());
         assert!(!w.is_wakeup);
         assert!(w.allowed.contains(0) && w.allowed.contains(1023));
