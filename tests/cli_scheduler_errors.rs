@@ -47,6 +47,7 @@ fn invalid_option_values_are_one_line_errors() {
     assert_one_line_error(&["--agent-spin-us", "100001"], 2, "--agent-spin-us");
     assert_one_line_error(&["--agent-spin-us", "fast"], 2, "--agent-spin-us");
     assert_one_line_error(&["--apply-path", "ipc"], 2, "--apply-path");
+    assert_one_line_error(&["--debug-half-apply", "pause"], 2, "--debug-half-apply");
 }
 
 #[test]
