@@ -255,9 +255,9 @@ impl Placer {
             // agent, as with any thread that polls, and the engine treats it
             // so: otherwise a task whose last CPU that is keeps coming back
             // to it (idle, prev, cache-hot), and every one of its wake-ups
-            // makes the agent switch out and in again. Whether such a task
-            // appeared decided whole runs of the lab (a sched-pipe run at
-            // half the agent's switches, or at one per wake-up).
+            // makes the agent switch out and in again, so that a run's
+            // counts would hang on where its tasks happened to start
+            // (docs/benchmarks/fast-lane-notes.md).
             let agent_here = curr == self.agent_pid;
             let runnable = r.nr_runnable + r.inflight + u32::from(agent_here && self.agent_spins);
             // Running time so far, the current run included. The two fields
