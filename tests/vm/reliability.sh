@@ -74,6 +74,16 @@ wait_file_line() { # FILE PATTERN SECS
     grep -q "$2" "$1" 2>/dev/null
 }
 
+# states_seen N: the distinct sched_ext states seen over N looks 0.5 s apart,
+# in order, each after a space (" enabled" when it never changed).
+states_seen() {
+    local seen="" st i=0
+    while [ $i -lt "$1" ]; do
+        st=$(sched_state); case " $seen " in *" $st "*) ;; *) seen="$seen $st" ;; esac
+        sleep 0.5; i=$((i + 1))
+    done
+    printf '%s' "$seen"
+}
 child_pid() { sed -n 's/.*scx_wakelab started (pid \([0-9]*\)).*/\1/p' "$1" | tail -n 1; }
 
 # load_finished CASE ID: the load a case started (stress-ng as $STRESS with
@@ -225,12 +235,7 @@ jobs_start stop 16 40
 sleep 3
 SF0=$(counter nr_agent_stall_fallbacks); AD0=$(counter nr_agent_dispatches); SR0=$(counter nr_stall_rescues)
 kill -STOP "$CHILD"
-SEEN=""
-i=0
-while [ $i -lt 16 ]; do
-    s=$(sched_state); case " $SEEN " in *" $s "*) ;; *) SEEN="$SEEN $s" ;; esac
-    sleep 0.5; i=$((i + 1))
-done
+SEEN=$(states_seen 16)
 kill -CONT "$CHILD"
 evid state "states seen while stopped:$SEEN"
 expect_eq sigstop_never_ejected "$SEEN" " enabled"
@@ -274,12 +279,7 @@ jobs_start half 16 40
 i=0; while [ "$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' /proc/$SCHED/status 2>/dev/null)" != T ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
 STOPPED=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' /proc/$SCHED/status 2>/dev/null)
 expect_eq half_stop_agent_stopped_itself "$STOPPED" T
-SEEN=""
-i=0
-while [ $i -lt 16 ]; do
-    st=$(sched_state); case " $SEEN " in *" $st "*) ;; *) SEEN="$SEEN $st" ;; esac
-    sleep 0.5; i=$((i + 1))
-done
+SEEN=$(states_seen 16)
 kill -CONT $SCHED
 evid state "states seen while stopped:$SEEN"
 expect_eq half_stop_never_ejected "$SEEN" " enabled"
