@@ -56,7 +56,10 @@ pub fn sis_util_nr_idle_scan(sum_util: u64, llc_weight: u64, imbalance_pct: u32)
 /// modelled.
 pub fn sis_prop_nr(avg_idle_ns: u64, avg_scan_cost_ns: u64, llc_weight: u64) -> u64 {
     let avg_idle = avg_idle_ns / 512;
-    let avg_cost = avg_scan_cost_ns + 1;
+    // The kernel's `avg_cost + 1` cannot reach zero there (the average is a few µs); here
+    // the cost comes from a scenario or trace file, and u64::MAX + 1 would wrap to 0 and
+    // divide by zero.  Saturating keeps the quotient meaningful: the depth falls to 4.
+    let avg_cost = avg_scan_cost_ns.saturating_add(1);
     let span_avg = llc_weight.saturating_mul(avg_idle);
     if span_avg > 4u64.saturating_mul(avg_cost) {
         span_avg / avg_cost

@@ -713,6 +713,25 @@ fn sis_prop_formula() {
     }
 }
 
+/// `avg_scan_cost_ns` reaches the engine from scenario and trace files (`llc_state`), so
+/// any u64 must work: the kernel's `avg_cost + 1` wrapped u64::MAX to 0 and divided by zero.
+#[test]
+fn sis_prop_nr_takes_any_scan_cost() {
+    for (idle, cost, w, nr) in [
+        (512 * 100, u64::MAX, 16, 4),
+        (u64::MAX, u64::MAX, 1024, 4),
+        (u64::MAX, u64::MAX - 1, u64::MAX, 4),
+        (u64::MAX, 0, u64::MAX, u64::MAX),
+        (0, u64::MAX, 0, 4),
+    ] {
+        assert_eq!(
+            sis_prop_nr(idle, cost, w),
+            nr,
+            "avg_idle {idle} cost {cost} weight {w}"
+        );
+    }
+}
+
 #[test]
 fn sis_prop_nr4_examines_at_most_three_cpus() {
     // One LLC of 16 CPUs, no SMT; the waker never idles (avg_idle 0), so nr = 4.
