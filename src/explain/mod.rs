@@ -14,15 +14,16 @@
 //! Errors are one line and name the field: `seed1.json: task.prev_cpu: invalid type: string
 //! "x", expected usize (line 9, column 23)`.
 
+pub mod exit;
 pub mod json_path;
 pub mod scenario;
 pub mod sysfs;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
 use serde::Serialize;
 
 pub use scenario::{
@@ -73,7 +74,25 @@ pub struct ExplainArgs {
     pub set: Vec<String>,
 }
 
-/// Entry point of the subcommand.
+/// The largest scenario file `explain` reads, and the longest line of a trace.  Both are
+/// read whole and parsed into vectors, in a process whose heap is scx_rustland_core's fixed
+/// arena (64 MiB for everything), so the limit must leave room for what a hostile file of
+/// that size parses into.  A trace record of a 1024-CPU machine is a few hundred KiB.
+pub const MAX_INPUT_BYTES: u64 = 2 << 20;
+
+/// Writes a command's output; a failed write (a closed pipe, a full disk) is a runtime
+/// failure with one line, not `println!`'s panic.
+pub fn emit(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| exit::Failed(format!("writing the output: {e}")).into())
+}
+
+/// Entry point of the subcommand.  Errors are bad input (exit 2) unless marked
+/// [`exit::Failed`]: a trace that does not replay, an unmet expectation, an I/O error
+/// mid-run.
 pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let cli = PolicyOverride {
         preset: args.preset.clone(),
@@ -81,39 +100,82 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     };
     if let Some(trace) = &args.trace {
         let summary = replay_trace_file(trace, &cli)?;
+        if summary.skipped_at_end > 0 {
+            eprintln!(
+                "note: {}: the last line is incomplete (no newline, not valid JSON), as a \
+                 killed or full-disk writer leaves it: skipped {} record at the end",
+                trace.display(),
+                summary.skipped_at_end
+            );
+        }
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&summary)?);
+            emit(&format!("{}\n", serde_json::to_string_pretty(&summary)?))?;
         } else {
-            print!("{}", summary.render());
+            emit(&summary.render())?;
         }
         if summary.mismatched > 0 {
-            bail!(
+            return Err(exit::Failed(format!(
                 "{}: {} of {} records differ from the replay",
                 trace.display(),
                 summary.mismatched,
                 summary.records
-            );
+            ))
+            .into());
         }
         return Ok(());
     }
-    let path = args.scenario.as_ref().expect("clap requires a scenario");
+    let Some(path) = args.scenario.as_ref() else {
+        return Err(exit::BadInput("give a scenario file or --trace FILE".into()).into());
+    };
     let report = explain_file(path, &cli)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        print!("{}", report.render());
+        emit(&report.render())?;
     }
     if let Some(e) = &report.expect
         && e.checked
         && !e.met
     {
-        bail!(
+        return Err(exit::Failed(format!(
             "{}: expectation not met: {}",
             path.display(),
             e.failures.join("; ")
-        );
+        ))
+        .into());
     }
     Ok(())
+}
+
+/// Reads a file that is parsed whole, refusing one over [`MAX_INPUT_BYTES`] before
+/// reading it (and, for a pipe or device whose size is unknown, after that many bytes).
+pub fn read_bounded(path: &Path, what: &str) -> anyhow::Result<String> {
+    let name = path.display();
+    let file = std::fs::File::open(path)
+        .map_err(|e| exit::BadInput(format!("cannot read {name}: {e}")))?;
+    let too_big = || {
+        exit::BadInput(format!(
+            "{name}: larger than the {} MiB a {what} may have",
+            MAX_INPUT_BYTES >> 20
+        ))
+    };
+    if file.metadata().is_ok_and(|m| m.len() > MAX_INPUT_BYTES) {
+        return Err(too_big().into());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| exit::BadInput(format!("cannot read {name}: {e}")))?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(too_big().into());
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        exit::BadInput(format!(
+            "{name}: not UTF-8 text (byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+        .into()
+    })
 }
 
 fn base_dir(path: &Path) -> PathBuf {
@@ -125,8 +187,7 @@ fn base_dir(path: &Path) -> PathBuf {
 /// Reads, resolves and explains a scenario file.  Errors are one line, prefixed by the
 /// file name.
 pub fn explain_file(path: &Path, cli: &PolicyOverride) -> anyhow::Result<ExplainReport> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = read_bounded(path, "scenario")?;
     let name = path.display();
     let scenario: Scenario =
         parse_json_object(&text).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
@@ -897,6 +958,8 @@ pub struct ReplaySummary {
     pub records: usize,
     pub matched: usize,
     pub mismatched: usize,
+    /// Records cut short at the end of the file (an incomplete last line), not replayed.
+    pub skipped_at_end: usize,
     /// The first mismatches (at most 50).
     pub mismatches: Vec<Mismatch>,
     pub overridden_by_cli: bool,
@@ -932,13 +995,18 @@ impl ReplaySummary {
     }
 }
 
-/// Replays a trace file; errors (unreadable file, malformed line) are one line naming the
-/// line and the field.
+/// Replays a trace file, streaming it line by line: memory stays bounded by one line
+/// ([`MAX_INPUT_BYTES`]) whatever the file's size.  Errors are one line naming the line and
+/// the field.
 pub fn replay_trace_file(path: &Path, cli: &PolicyOverride) -> anyhow::Result<ReplaySummary> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    replay_trace(&text, &path.display().to_string(), &base_dir(path), cli)
-        .map_err(|e| anyhow::anyhow!(e))
+    let file = std::fs::File::open(path)
+        .map_err(|e| exit::BadInput(format!("cannot read {}: {e}", path.display())))?;
+    replay_trace_reader(
+        std::io::BufReader::with_capacity(1 << 16, file),
+        &path.display().to_string(),
+        &base_dir(path),
+        cli,
+    )
 }
 
 /// Replays JSON-lines `text` (blank lines are skipped).
@@ -947,51 +1015,117 @@ pub fn replay_trace(
     name: &str,
     base_dir: &Path,
     cli: &PolicyOverride,
-) -> Result<ReplaySummary, String> {
+) -> anyhow::Result<ReplaySummary> {
+    replay_trace_reader(text.as_bytes(), name, base_dir, cli)
+}
+
+/// Reads the next line (without its newline) into `buf`, at most [`MAX_INPUT_BYTES`] of
+/// it.  Returns `None` at the end, else whether the line ended with a newline.
+fn next_line<R: BufRead>(r: &mut R, buf: &mut Vec<u8>) -> std::io::Result<Option<bool>> {
+    buf.clear();
+    let n = r
+        .by_ref()
+        .take(MAX_INPUT_BYTES + 1)
+        .read_until(b'\n', buf)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    let complete = buf.last() == Some(&b'\n');
+    if complete {
+        buf.pop();
+    }
+    Ok(Some(complete))
+}
+
+/// Replays a JSON-lines trace from `r`.  A last line without its newline that does not
+/// parse is what a writer killed mid-record (or a full disk) leaves: it is skipped and
+/// counted in `skipped_at_end`, and the records before it replay.  A trace with no
+/// complete record is an error, as is a malformed line anywhere else.
+pub fn replay_trace_reader<R: BufRead>(
+    mut r: R,
+    name: &str,
+    base_dir: &Path,
+    cli: &PolicyOverride,
+) -> anyhow::Result<ReplaySummary> {
+    let bad = |msg: String| -> anyhow::Error { exit::BadInput(msg).into() };
     let mut s = ReplaySummary {
         trace: name.to_string(),
         records: 0,
         matched: 0,
         mismatched: 0,
+        skipped_at_end: 0,
         mismatches: Vec::new(),
         overridden_by_cli: !cli.is_empty(),
     };
     // Records of one run share their topology; build it once per distinct description.
     let mut last_topo: Option<(TopologyInput, Topology)> = None;
-    for (i, line) in text.lines().enumerate() {
-        let lineno = i + 1;
-        if line.trim().is_empty() {
-            continue;
+    let mut buf = Vec::new();
+    let mut lineno = 0usize;
+    loop {
+        let complete = match next_line(&mut r, &mut buf) {
+            Ok(Some(c)) => c,
+            Ok(None) => break,
+            Err(e) => {
+                return Err(
+                    exit::Failed(format!("{name}: read error after line {lineno}: {e}")).into(),
+                );
+            }
+        };
+        lineno += 1;
+        if buf.len() as u64 > MAX_INPUT_BYTES {
+            return Err(bad(format!(
+                "{name}:{lineno}: longer than the {} MiB a trace record may have",
+                MAX_INPUT_BYTES >> 20
+            )));
         }
-        let rec: TraceRecord =
-            parse_json_object(line).map_err(|e| format!("{name}:{lineno}: {e}"))?;
+        let parsed = std::str::from_utf8(&buf)
+            .map_err(|e| format!("not UTF-8 text (byte {})", e.valid_up_to()))
+            .and_then(|line| {
+                if line.trim().is_empty() {
+                    Ok(None)
+                } else {
+                    parse_json_object::<TraceRecord>(line).map(Some)
+                }
+            });
+        let rec = match parsed {
+            Ok(Some(rec)) => rec,
+            Ok(None) => continue,
+            Err(e) => {
+                // Only the very last line may be cut short.
+                if !complete {
+                    s.skipped_at_end = 1;
+                    break;
+                }
+                return Err(bad(format!("{name}:{lineno}: {e}")));
+            }
+        };
         let topo = match &last_topo {
             Some((input, t)) if *input == rec.topology => t.clone(),
             _ => {
                 let t = rec
                     .topology
                     .build(base_dir)
-                    .map_err(|e| format!("{name}:{lineno}: {e}"))?;
+                    .map_err(|e| bad(format!("{name}:{lineno}: {e}")))?;
                 last_topo = Some((rec.topology.clone(), t.clone()));
                 t
             }
         };
         for (j, r) in rec.recorded_chain.iter().enumerate() {
             if Rule::from_name(r).is_none() {
-                return Err(format!(
+                return Err(bad(format!(
                     "{name}:{lineno}: recorded_chain[{j}]: unknown rule '{r}'"
-                ));
+                )));
             }
         }
         let resolved = rec
             .scenario()
             .resolve_on(topo, cli)
-            .map_err(|e| format!("{name}:{lineno}: {e}"))?;
+            .map_err(|e| bad(format!("{name}:{lineno}: {e}")))?;
         if rec.recorded_cpu >= resolved.topo.nr_cpus() {
-            return Err(format!(
+            return Err(bad(format!(
                 "{name}:{lineno}: recorded_cpu: CPU {} is outside the topology",
                 rec.recorded_cpu
-            ));
+            )));
         }
         let report = explain(&resolved);
         let replayed_chain: Vec<String> = report.chain.iter().map(|c| c.rule.to_string()).collect();
@@ -1013,6 +1147,16 @@ pub fn replay_trace(
                 });
             }
         }
+    }
+    if s.records == 0 {
+        return Err(bad(format!(
+            "{name}: no complete record to replay (an empty trace{})",
+            if s.skipped_at_end > 0 {
+                ", or one whose only line is incomplete"
+            } else {
+                ""
+            }
+        )));
     }
     Ok(s)
 }
@@ -1223,10 +1367,46 @@ mod tests {
             Path::new("."),
             &PolicyOverride::default(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.starts_with("t.jsonl:6: recorded_cpu: invalid type"),
             "{e}"
         );
+
+        // A last line cut short (no newline, not JSON) is skipped and counted; the same
+        // line with its newline, or anywhere else, is an error.
+        let good = &lines[..5];
+        let cut = &lines[5][..lines[5].len() / 2];
+        let text = format!("{}\n{cut}", good.join("\n"));
+        let s = replay_trace(&text, "t.jsonl", Path::new("."), &PolicyOverride::default()).unwrap();
+        assert_eq!((s.records, s.skipped_at_end), (5, 1), "{}", s.render());
+        let e = replay_trace(
+            &format!("{text}\n"),
+            "t.jsonl",
+            Path::new("."),
+            &PolicyOverride::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("t.jsonl:6: "), "{e}");
+        assert_eq!(exit::code_of(&e, exit::RUNTIME), exit::BAD_INPUT);
+        // A complete last record without its newline replays.
+        let s = replay_trace(
+            &good.join("\n"),
+            "t.jsonl",
+            Path::new("."),
+            &PolicyOverride::default(),
+        )
+        .unwrap();
+        assert_eq!((s.records, s.skipped_at_end), (5, 0));
+        // Nothing complete to replay is an error.
+        for text in ["", "\n\n", cut] {
+            let e = replay_trace(text, "t.jsonl", Path::new("."), &PolicyOverride::default())
+                .unwrap_err();
+            assert!(
+                e.to_string().starts_with("t.jsonl: no complete record"),
+                "{text:?}: {e}"
+            );
+        }
     }
 }

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::policy::{CpuDesc, SCHED_CAPACITY_SCALE, Topology};
+use crate::policy::{CpuDesc, MAX_CPUS, SCHED_CAPACITY_SCALE, Topology};
 
 /// The prefix this process has handed to scx_utils, once it has.
 static PREFIX_IN_USE: Mutex<Option<PathBuf>> = Mutex::new(None);
@@ -37,11 +37,151 @@ fn prefix_of(dir: &Path) -> Result<PathBuf, String> {
     ))
 }
 
+/// The largest file of a tree we let scx_utils read (it reads each whole).
+const MAX_SYSFS_FILE: u64 = 64 << 10;
+
+/// Checks what scx_utils assumes of the tree at `prefix` (the directory holding `sys/`)
+/// and panics or exhausts the heap on when it does not hold: a prefix it can format into
+/// a glob pattern and parse back (UTF-8, no glob metacharacters, not `/`), at least one
+/// `cpuN` directory (its CPU-count static unwraps the last one), CPU numbers within the
+/// policy's limit (it sizes every mask by the highest), and small files.
+fn check_tree(prefix: &Path, dir: &Path) -> Result<(), String> {
+    let d = dir.display();
+    let Some(p) = prefix.to_str() else {
+        return Err(format!("{d}: the path is not UTF-8"));
+    };
+    if prefix == Path::new("/") {
+        return Err(format!(
+            "{d}: this is the running machine's own sysfs; explain reads a saved copy of a \
+             tree (a directory named 'sys'), so that a scenario replays the same anywhere"
+        ));
+    }
+    if let Some(c) = p.chars().find(|c| "*?[]{}".contains(*c)) {
+        return Err(format!(
+            "{d}: scx_utils reads the tree through glob patterns; move it to a path \
+             without '{c}'"
+        ));
+    }
+    let cpu_dir = prefix.join("sys/devices/system/cpu");
+    let mut nr = 0usize;
+    let entries = std::fs::read_dir(&cpu_dir).map_err(|e| format!("{d}: {e}"))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("{d}: {e}"))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        // The entries scx_utils' pattern cpu[0-9]* matches.
+        let Some(num) = name
+            .strip_prefix("cpu")
+            .filter(|n| n.starts_with(|c: char| c.is_ascii_digit()))
+        else {
+            continue;
+        };
+        match num.parse::<usize>() {
+            Ok(n) if n < MAX_CPUS => nr += 1,
+            Ok(_) => {
+                return Err(format!(
+                    "{d}: devices/system/cpu/{name}: CPU numbers go up to {}",
+                    MAX_CPUS - 1
+                ));
+            }
+            Err(_) => {
+                return Err(format!(
+                    "{d}: devices/system/cpu/{name}: not a CPU directory (cpuN)"
+                ));
+            }
+        }
+        if nr > MAX_CPUS {
+            return Err(format!("{d}: more than {MAX_CPUS} CPU directories"));
+        }
+    }
+    if nr == 0 {
+        return Err(format!("{d}: no cpuN directory under devices/system/cpu"));
+    }
+    check_files(&prefix.join("sys/devices/system"), dir, 0, &mut 0)
+}
+
+/// Every file scx_utils may read under `path` is small; the walk itself is bounded too (a
+/// copied tree keeps sysfs' symbolic links, which may loop).
+fn check_files(path: &Path, dir: &Path, depth: usize, seen: &mut usize) -> Result<(), String> {
+    const MAX_DEPTH: usize = 8;
+    const MAX_ENTRIES: usize = 200_000;
+    if depth > MAX_DEPTH {
+        return Ok(());
+    }
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        *seen += 1;
+        if *seen > MAX_ENTRIES {
+            return Err(format!(
+                "{}: more than {MAX_ENTRIES} entries under sys/devices/system",
+                dir.display()
+            ));
+        }
+        let p = entry.path();
+        let Ok(meta) = std::fs::metadata(&p) else {
+            continue;
+        };
+        if meta.is_dir() {
+            // Links to directories are what loops; scx_utils reaches what it needs
+            // through the cpu and node directories themselves.
+            if !entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                check_files(&p, dir, depth + 1, seen)?;
+            }
+        } else if meta.len() > MAX_SYSFS_FILE {
+            return Err(format!(
+                "{}: larger than the {} KiB a sysfs file may have",
+                p.display(),
+                MAX_SYSFS_FILE >> 10
+            ));
+        } else if !meta.is_file() {
+            return Err(format!("{}: not a regular file", p.display()));
+        } else {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name == "online" || name.ends_with("_list") {
+                let text =
+                    std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+                check_cpulist(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// scx_utils expands a CPU list ("0-3,8") into a vector of every CPU in it, and computes
+/// `max + 1`: a range up to a huge number exhausts the heap or overflows.
+fn check_cpulist(text: &str) -> Result<(), String> {
+    let text = text.trim_end_matches('\0').trim();
+    if text.is_empty() {
+        return Ok(());
+    }
+    for group in text.split(',') {
+        let group = group.trim();
+        let (lo, hi) = group.split_once('-').unwrap_or((group, group));
+        for n in [lo, hi] {
+            match n.trim().parse::<usize>() {
+                Ok(c) if c < MAX_CPUS => {}
+                Ok(c) => {
+                    return Err(format!(
+                        "CPU {c} in the CPU list; CPU numbers go up to {}",
+                        MAX_CPUS - 1
+                    ));
+                }
+                Err(_) => return Err(format!("'{group}' is not a CPU or a range of CPUs")),
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Reads the tree at `dir` with `scx_utils::Topology::new()` and converts it: CPU ids are
 /// kept; CPUs absent from scx_utils' view (offline) are kept offline, each alone.
 pub fn topology_from_sysfs(dir: &Path) -> Result<Topology, String> {
     let prefix = prefix_of(dir)?;
     let prefix = prefix.canonicalize().unwrap_or(prefix);
+    check_tree(&prefix, dir)?;
     {
         let mut in_use = PREFIX_IN_USE.lock().unwrap_or_else(|p| p.into_inner());
         match &*in_use {
