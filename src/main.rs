@@ -10,7 +10,14 @@ use std::process::ExitCode;
 use clap::Parser;
 use log::info;
 use scx_utils::libbpf_clap_opts::LibbpfOpts;
+use scx_wakelab::explain::exit;
 use simplelog::{ColorChoice, ConfigBuilder, LevelFilter, TermLogger, TerminalMode};
+
+/// The exit-code convention of every command (scx_wakelab::explain::exit).
+const EXIT_CODES: &str = "Exit codes (every command): 0 success; 1 runtime failure (the kernel \
+    refused or ejected the scheduler, no running instance to ask, an I/O error mid-run, a trace \
+    that does not replay or an expectation not met); 2 bad usage or bad input (the command \
+    line, a scenario, a trace, a topology); 101 an internal error (a bug: please report it).";
 
 /// scx_wakelab: CFS wake-up placement in a sched_ext agent.
 ///
@@ -18,7 +25,8 @@ use simplelog::{ColorChoice, ConfigBuilder, LevelFilter, TermLogger, TerminalMod
 /// On a kernel without sched_ext, run it in the project's VM:
 /// tools/vm/wakelab-vm run -- scx_wakelab
 #[derive(Debug, Parser)]
-#[command(name = "scx_wakelab", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+#[command(name = "scx_wakelab", version, about, long_about = None, args_conflicts_with_subcommands = true,
+          after_help = EXIT_CODES)]
 struct Opts {
     #[command(subcommand)]
     command: Option<Command>,
@@ -262,7 +270,60 @@ fn init_logging(verbose: bool) {
     let _ = TermLogger::init(level, cfg, TerminalMode::Stderr, ColorChoice::Auto);
 }
 
+/// A panic's message and place, on one line.
+fn panic_line(info: &std::panic::PanicHookInfo<'_>) -> String {
+    let payload = info.payload();
+    let msg = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)");
+    let at = info
+        .location()
+        .map(|l| format!(" at {}:{}", l.file(), l.line()))
+        .unwrap_or_default();
+    format!(
+        "error: internal error (a bug, please report it){at}: {}",
+        msg.replace('\n', " ")
+    )
+}
+
+/// Replaces the default panic hook, which with RUST_BACKTRACE set symbolises a backtrace
+/// while holding the backtrace lock: in rustland_core's fixed heap that runs out of memory,
+/// and the allocation-error handler then waits for the same lock forever.  This hook
+/// prints one line and takes no lock; the panic then unwinds as usual: on the main thread
+/// the process exits 101 at once, on a helper thread its owner sees the thread fail (the
+/// scheduling thread is not made to stop by a helper's bug).
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "{}", panic_line(info));
+    }));
+}
+
+/// `set`'s KEY=VALUE pairs checked here, so that a typo is bad input (exit 2) whether
+/// or not an instance is running.  The running instance still checks the combination.
+fn check_set_changes(changes: &[String]) -> Result<(), String> {
+    for kv in changes {
+        scx_wakelab::policy::Config::default()
+            .set_kv(kv)
+            .map_err(|e| format!("{kv}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn exit_with(r: anyhow::Result<()>, default: u8) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(exit::code_of(&e, default))
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    install_panic_hook();
     let opts = match Opts::try_parse() {
         Ok(o) => o,
         Err(e) => {
@@ -272,29 +333,33 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("{}", one_line_usage_error(&e.to_string()));
-            return ExitCode::from(2);
+            return ExitCode::from(exit::BAD_INPUT);
         }
     };
     init_logging(opts.verbose);
     if let Some(cmd) = opts.command {
-        let r: anyhow::Result<()> = match cmd {
-            Command::Set { changes, socket } => {
-                live::client_set(&changes, &live::control::socket_path(&socket))
-            }
+        return match cmd {
+            Command::Set { changes, socket } => match check_set_changes(&changes) {
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(exit::BAD_INPUT)
+                }
+                Ok(()) => exit_with(
+                    live::client_set(&changes, &live::control::socket_path(&socket)),
+                    exit::RUNTIME,
+                ),
+            },
             Command::Stats {
                 json,
                 monitor,
                 socket,
-            } => live::client_stats(json, monitor, &live::control::socket_path(&socket)),
-            Command::Explain(a) => scx_wakelab::explain::run(a),
-            Command::Sim(a) => scx_wakelab::sim::run(a),
-        };
-        return match r {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                ExitCode::FAILURE
-            }
+            } => exit_with(
+                live::client_stats(json, monitor, &live::control::socket_path(&socket)),
+                exit::RUNTIME,
+            ),
+            // Their only inputs are the command line and the files it names.
+            Command::Explain(a) => exit_with(scx_wakelab::explain::run(a), exit::BAD_INPUT),
+            Command::Sim(a) => exit_with(scx_wakelab::sim::run(a), exit::BAD_INPUT),
         };
     }
     // Bad policy flags are argument errors too: one line, before anything else.
@@ -302,7 +367,7 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return ExitCode::from(exit::BAD_INPUT);
         }
     };
     if opts.supervise && !supervise::is_child() {
@@ -312,10 +377,7 @@ fn main() -> ExitCode {
         };
         return match supervise::run(limits) {
             Ok(code) => ExitCode::from(code),
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                ExitCode::FAILURE
-            }
+            Err(e) => exit_with(Err(e), exit::RUNTIME),
         };
     }
     // Before anything is logged: "another scheduler is running" and the
@@ -323,8 +385,7 @@ fn main() -> ExitCode {
     if let Err(e) =
         live::env_checks::check_can_load(std::path::Path::new("/sys"), unsafe { libc::geteuid() })
     {
-        eprintln!("error: {e:#}");
-        return ExitCode::FAILURE;
+        return exit_with(Err(e), exit::RUNTIME);
     }
     info!(
         "scx_wakelab {} options: {:?}",
@@ -347,11 +408,62 @@ fn main() -> ExitCode {
         debug_half_apply: opts.debug_half_apply,
         open_opts: opts.libbpf.clone().into_bpf_open_opts(),
     };
-    match live::run_scheduler(cfg, policy, opts.stats, &opts.socket, opts.trace.as_deref()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+    // An error marked scx_wakelab::explain::exit::BadInput (a bad --trace or --socket
+    // path) exits 2, anything else 1.
+    exit_with(
+        live::run_scheduler(cfg, policy, opts.stats, &opts.socket, opts.trace.as_deref()),
+        exit::RUNTIME,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// The hook's line: one line with the message and the place, even for a message of
+    /// several lines, and nothing that reads like the default hook's "panicked".
+    #[test]
+    fn panic_line_is_one_line_with_message_and_place() {
+        static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|info| {
+            SEEN.lock().unwrap().push(panic_line(info));
+        }));
+        let r1 = std::panic::catch_unwind(|| panic!("bad {}\nsecond line", 7));
+        let r2 = std::panic::catch_unwind(|| std::panic::panic_any(42u8));
+        std::panic::set_hook(previous);
+        assert!(r1.is_err() && r2.is_err());
+        let seen = SEEN.lock().unwrap();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert!(
+            seen[0].starts_with("error: internal error (a bug, please report it) at src/main.rs:"),
+            "{}",
+            seen[0]
+        );
+        assert!(seen[0].ends_with(": bad 7 second line"), "{}", seen[0]);
+        assert!(seen[1].ends_with(": (no message)"), "{}", seen[1]);
+        assert!(
+            seen.iter()
+                .all(|l| !l.contains('\n') && !l.contains("panicked"))
+        );
+    }
+
+    #[test]
+    fn set_changes_are_checked_before_asking_the_instance() {
+        assert!(check_set_changes(&["wa_idle=false".into(), "recent_used=prev".into()]).is_ok());
+        for bad in ["wa_idle", "no_such_flag=1", "recent_used=sideways"] {
+            let e = check_set_changes(&[bad.into()]).unwrap_err();
+            assert!(e.starts_with(&format!("{bad}: ")), "{e}");
+        }
+    }
+
+    #[test]
+    fn help_documents_the_exit_codes() {
+        use clap::CommandFactory;
+        let help = Opts::command().render_long_help().to_string();
+        for code in ["0 success", "1 runtime failure", "2 bad usage or bad input"] {
+            assert!(help.contains(code), "--help lacks {code:?}");
         }
     }
 }

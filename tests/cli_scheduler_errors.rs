@@ -67,7 +67,24 @@ fn set_and_stats_without_a_running_instance_say_so() {
         "no running scx_wakelab",
     );
     assert_one_line_error(&["stats", "--socket", sock], 1, "no running scx_wakelab");
-    assert_one_line_error(&["set", "--socket", sock, "wa_idle"], 1, "KEY=VALUE");
+    // A malformed or unknown flag is bad input whether or not an instance runs.
+    assert_one_line_error(&["set", "--socket", sock, "wa_idle"], 2, "KEY=VALUE");
+    assert_one_line_error(
+        &["set", "--socket", sock, "no_such_flag=1"],
+        2,
+        "no_such_flag",
+    );
+    assert_one_line_error(
+        &[
+            "set",
+            "--socket",
+            sock,
+            "wa_idle=false",
+            "recent_used=sideways",
+        ],
+        2,
+        "recent_used",
+    );
 }
 
 /// On a host without sched_ext (ours, and CI's) the scheduler refuses with
@@ -87,4 +104,18 @@ fn kernel_without_sched_ext_points_to_the_vm() {
     );
     assert!(last.contains("tools/vm/wakelab-vm run"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// Scripts rely on one convention for every command; --help states it.
+#[test]
+fn help_states_the_exit_codes() {
+    let (rc, out, _err) = run(&["--help"]);
+    assert_eq!(rc, 0);
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    for part in [
+        "Exit codes (every command): 0 success; 1 runtime failure",
+        "2 bad usage or bad input",
+    ] {
+        assert!(flat.contains(part), "--help lacks {part:?}: {out}");
+    }
 }
