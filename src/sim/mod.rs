@@ -24,9 +24,16 @@ pub mod world;
 use anyhow::bail;
 
 pub use report::{Latency, MigrationCounts, Migrations, NewIdleStats, SimReport, render_table};
-pub use spec::{HackbenchMode, MODEL_PARAMS, ModelParams, SimSpec, WORKLOAD_NAMES, Workload};
+pub use spec::{
+    HackbenchMode, MAX_COUNT, MAX_PARAM_NS, MAX_TASKS, MODEL_PARAMS, ModelParams, SimSpec,
+    WORKLOAD_NAMES, Workload,
+};
 
 use crate::policy::{Config, PRESET_NAMES};
+
+/// The longest simulated time, ns (as `--seconds`' limit): the model adds times to the
+/// clock in u64 nanoseconds.
+pub const MAX_DURATION_NS: u64 = 3_600_000_000_000;
 
 /// Runs one simulation.  Panics only on an invalid spec (see [`try_run_workload`]).
 pub fn run_workload(spec: &SimSpec) -> SimReport {
@@ -37,6 +44,13 @@ pub fn run_workload(spec: &SimSpec) -> SimReport {
 /// is an error.
 pub fn try_run_workload(spec: &SimSpec) -> Result<SimReport, String> {
     spec.config.validate().map_err(|e| e.to_string())?;
+    spec.check_size()?;
+    if spec.duration_ns > MAX_DURATION_NS {
+        return Err(format!(
+            "duration {} ns: at most {MAX_DURATION_NS} (3600 s)",
+            spec.duration_ns
+        ));
+    }
     let world = world::World::new(spec)?;
     let raw = world.run(spec.duration_ns, spec.max_events);
     Ok(SimReport::new(spec, raw))
@@ -187,9 +201,8 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         }
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
+        crate::explain::emit(&format!("{}\n", serde_json::to_string_pretty(&reports)?))
     } else {
-        print!("{}", render_table(&reports));
+        crate::explain::emit(&render_table(&reports))
     }
-    Ok(())
 }

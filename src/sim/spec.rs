@@ -89,6 +89,17 @@ pub enum HackbenchMode {
     Socket,
 }
 
+/// The largest time parameter, ns (10 s): every time is a u64 of nanoseconds, and the
+/// model adds and multiplies a few of them.
+pub const MAX_PARAM_NS: u64 = 10_000_000_000;
+
+/// The largest count parameter (rings, pairs, groups, loops...).
+pub const MAX_COUNT: u64 = 1 << 16;
+
+/// The most tasks a simulation may have: each costs memory in a process whose heap is a
+/// fixed 64 MiB arena, and every event walks some of them.
+pub const MAX_TASKS: u64 = 1 << 16;
+
 /// Workload names for `--workload`.
 pub const WORKLOAD_NAMES: &[&str] = &[
     "pipe-rings",
@@ -263,6 +274,40 @@ impl Workload {
             }
             Ok(n)
         }
+        // Counts and times are bounded (see MAX_COUNT and MAX_PARAM_NS): the world
+        // allocates per task and adds and multiplies times in u64 nanoseconds.
+        fn count<T: std::str::FromStr + TryInto<u64> + Copy>(
+            key: &str,
+            v: &str,
+        ) -> Result<T, String> {
+            let n: T = num(key, v)?;
+            match n.try_into() {
+                Ok(x) if x <= MAX_COUNT => Ok(n),
+                _ => Err(format!("--param {key}={v}: at most {MAX_COUNT}")),
+            }
+        }
+        fn pos_count<T: std::str::FromStr + TryInto<u64> + Copy + PartialOrd + Default>(
+            key: &str,
+            v: &str,
+        ) -> Result<T, String> {
+            let n: T = pos(key, v)?;
+            count::<T>(key, v)?;
+            Ok(n)
+        }
+        fn ns(key: &str, v: &str) -> Result<u64, String> {
+            let n: u64 = num(key, v)?;
+            if n > MAX_PARAM_NS {
+                return Err(format!("--param {key}={v}: at most {MAX_PARAM_NS} (10 s)"));
+            }
+            Ok(n)
+        }
+        fn pos_ns(key: &str, v: &str) -> Result<u64, String> {
+            let n = ns(key, v)?;
+            if n == 0 {
+                return Err(format!("--param {key}={v}: must be at least 1"));
+            }
+            Ok(n)
+        }
         fn flag(key: &str, v: &str) -> Result<bool, String> {
             match v.trim() {
                 "true" | "1" | "yes" | "on" => Ok(true),
@@ -277,17 +322,17 @@ impl Workload {
                 work_ns,
                 tail_ns,
             } => match key {
-                "rings" => *rings = num(key, v)?,
+                "rings" => *rings = count(key, v)?,
                 "ring_size" => {
-                    *ring_size = num(key, v)?;
+                    *ring_size = count(key, v)?;
                     if *ring_size < 2 {
                         return Err(format!(
                             "--param {key}={v}: a ring needs at least 2 processes"
                         ));
                     }
                 }
-                "work_ns" => *work_ns = pos(key, v)?,
-                "tail_ns" => *tail_ns = num(key, v)?,
+                "work_ns" => *work_ns = pos_ns(key, v)?,
+                "tail_ns" => *tail_ns = ns(key, v)?,
                 _ => return Ok(false),
             },
             Workload::Hackbench {
@@ -297,10 +342,10 @@ impl Workload {
                 mode,
                 capacity,
             } => match key {
-                "groups" => *groups = pos(key, v)?,
-                "fds" => *fds = pos(key, v)?,
-                "loops" => *loops = pos(key, v)?,
-                "capacity" => *capacity = pos(key, v)?,
+                "groups" => *groups = pos_count(key, v)?,
+                "fds" => *fds = pos_count(key, v)?,
+                "loops" => *loops = pos_count(key, v)?,
+                "capacity" => *capacity = pos_count(key, v)?,
                 "mode" => {
                     *mode = match v.trim() {
                         "pipe" => HackbenchMode::Pipe,
@@ -316,9 +361,9 @@ impl Workload {
                 rtt_ns,
                 hogs,
             } => match key {
-                "flows" => *flows = pos(key, v)?,
-                "work_ns" => *work_ns = pos(key, v)?,
-                "rtt_ns" => *rtt_ns = pos(key, v)?,
+                "flows" => *flows = pos_count(key, v)?,
+                "work_ns" => *work_ns = pos_ns(key, v)?,
+                "rtt_ns" => *rtt_ns = pos_ns(key, v)?,
                 "hogs" => *hogs = flag(key, v)?,
                 _ => return Ok(false),
             },
@@ -329,10 +374,10 @@ impl Workload {
                 tail_ns,
                 task_context,
             } => match key {
-                "pairs" => *pairs = num(key, v)?,
-                "client_ns" => *client_ns = pos(key, v)?,
-                "server_ns" => *server_ns = pos(key, v)?,
-                "tail_ns" => *tail_ns = num(key, v)?,
+                "pairs" => *pairs = count(key, v)?,
+                "client_ns" => *client_ns = pos_ns(key, v)?,
+                "server_ns" => *server_ns = pos_ns(key, v)?,
+                "tail_ns" => *tail_ns = ns(key, v)?,
                 "task_context" => *task_context = flag(key, v)?,
                 _ => return Ok(false),
             },
@@ -346,14 +391,14 @@ impl Workload {
                 batch_run_ns,
                 batch_sleep_ns,
             } => match key {
-                "pairs" => *pairs = num(key, v)?,
-                "serve_ns" => *serve_ns = pos(key, v)?,
-                "think_ns" => *think_ns = pos(key, v)?,
-                "burst" => *burst = pos(key, v)?,
-                "pause_ns" => *pause_ns = pos(key, v)?,
-                "batch" => *batch = num(key, v)?,
-                "batch_run_ns" => *batch_run_ns = pos(key, v)?,
-                "batch_sleep_ns" => *batch_sleep_ns = pos(key, v)?,
+                "pairs" => *pairs = count(key, v)?,
+                "serve_ns" => *serve_ns = pos_ns(key, v)?,
+                "think_ns" => *think_ns = pos_ns(key, v)?,
+                "burst" => *burst = pos_count(key, v)?,
+                "pause_ns" => *pause_ns = pos_ns(key, v)?,
+                "batch" => *batch = count(key, v)?,
+                "batch_run_ns" => *batch_run_ns = pos_ns(key, v)?,
+                "batch_sleep_ns" => *batch_sleep_ns = pos_ns(key, v)?,
                 _ => return Ok(false),
             },
         }
@@ -416,9 +461,14 @@ impl ModelParams {
     /// Sets one model parameter; `Ok(false)` when `key` is not one.
     pub fn set_param(&mut self, key: &str, v: &str) -> Result<bool, String> {
         let n = || -> Result<u64, String> {
-            v.trim()
+            let n: u64 = v
+                .trim()
                 .parse()
-                .map_err(|_| format!("--param {key}={v}: expected a whole number"))
+                .map_err(|_| format!("--param {key}={v}: expected a whole number"))?;
+            if key.ends_with("_ns") && n > MAX_PARAM_NS {
+                return Err(format!("--param {key}={v}: at most {MAX_PARAM_NS} (10 s)"));
+            }
+            Ok(n)
         };
         match key {
             "slice_ns" => {
@@ -491,6 +541,57 @@ impl SimSpec {
             max_events: 0,
             model: ModelParams::default(),
         }
+    }
+
+    /// Tasks the workload creates on `nr_cpus` CPUs (without the model's per-CPU noise
+    /// tasks), saturating.
+    pub fn nr_tasks(&self, nr_cpus: u64) -> u64 {
+        let or_cpus = |n: usize, per: u64| {
+            if n == 0 {
+                (nr_cpus / per).max(1)
+            } else {
+                n as u64
+            }
+        };
+        match &self.workload {
+            Workload::PipeRings {
+                rings, ring_size, ..
+            } => or_cpus(*rings, 1).saturating_mul(*ring_size as u64),
+            Workload::Hackbench { groups, fds, .. } => (*groups as u64)
+                .saturating_mul(*fds as u64)
+                .saturating_mul(2),
+            Workload::SoftirqRr { flows, .. } => (*flows as u64).saturating_add(nr_cpus),
+            Workload::TbenchLike { pairs, .. } => or_cpus(*pairs, 2).saturating_mul(2),
+            Workload::NewidleBurst { pairs, batch, .. } => or_cpus(*pairs, 1)
+                .saturating_mul(2)
+                .saturating_add(or_cpus(*batch, 1)),
+        }
+    }
+
+    /// Refuses a simulation too large to hold (see [`MAX_TASKS`]).
+    pub fn check_size(&self) -> Result<(), String> {
+        let cpus = [
+            self.shape.nodes,
+            self.shape.llcs_per_node,
+            self.shape.cores_per_llc,
+            self.shape.threads,
+        ]
+        .iter()
+        .fold(1u64, |a, &b| a.saturating_mul(b as u64));
+        if cpus > crate::policy::MAX_CPUS as u64 {
+            return Err(format!(
+                "topology has {cpus} CPUs; the policy supports at most {}",
+                crate::policy::MAX_CPUS
+            ));
+        }
+        let n = self.nr_tasks(cpus);
+        if n > MAX_TASKS {
+            return Err(format!(
+                "{}: {n} tasks; a simulation may have at most {MAX_TASKS}",
+                self.workload.name()
+            ));
+        }
+        Ok(())
     }
 
     /// Applies `key=value` to the workload or the model; errors list the known keys.
