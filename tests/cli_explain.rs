@@ -11,7 +11,10 @@ use scx_wakelab::policy::{
 };
 
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_scx_wakelab"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_scx_wakelab"));
+    // The setting under which a panic used to hang (see main.rs's panic hook).
+    c.env("RUST_BACKTRACE", "1");
+    c
 }
 
 fn scenario(name: &str) -> PathBuf {
@@ -55,13 +58,15 @@ fn tmp(name: &str) -> PathBuf {
     d.join(name)
 }
 
-/// One line on stderr, non-zero exit, naming `needle`.
-fn assert_one_line_error(out: &Output, needle: &str) {
-    assert!(!out.status.success());
+/// One line on stderr, exit `code` (2 bad input, 1 a check that failed), naming `needle`.
+fn assert_one_line_error(out: &Output, code: i32, needle: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains(needle), "expected '{needle}' in: {err}");
-    assert!(!err.contains("panicked"), "{err}");
+    for bad in ["panicked", "memory allocation", "internal error"] {
+        assert!(!err.contains(bad), "{err}");
+    }
 }
 
 #[test]
@@ -190,18 +195,18 @@ fn bad_input_is_one_line_naming_the_field() {
         let p = tmp(&format!("bad{i}.json"));
         std::fs::write(&p, text).unwrap();
         let out = explain(&[p.to_str().unwrap()]);
-        assert_one_line_error(&out, needle);
+        assert_one_line_error(&out, 2, needle);
         assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("bad{i}.json")));
     }
     let out = explain(&["/nonexistent/scenario.json"]);
-    assert_one_line_error(&out, "cannot read /nonexistent/scenario.json");
+    assert_one_line_error(&out, 2, "cannot read /nonexistent/scenario.json");
     let s = scenario("seed1-barry-qperf-softirq.json");
     let out = explain(&[s.to_str().unwrap(), "--set", "wa_idle=perhaps"]);
-    assert_one_line_error(&out, "--set wa_idle=perhaps: bad value 'perhaps'");
+    assert_one_line_error(&out, 2, "--set wa_idle=perhaps: bad value 'perhaps'");
     let out = explain(&[s.to_str().unwrap(), "--preset", "v4.19"]);
-    assert_one_line_error(&out, "v4.19");
+    assert_one_line_error(&out, 2, "v4.19");
     let out = explain(&[]);
-    assert_one_line_error(&out, "required arguments were not provided");
+    assert_one_line_error(&out, 2, "required arguments were not provided");
     // An expectation that fails is an error too.
     let p = tmp("unmet.json");
     std::fs::write(
@@ -210,7 +215,7 @@ fn bad_input_is_one_line_naming_the_field() {
     )
     .unwrap();
     let out = explain(&[p.to_str().unwrap()]);
-    assert_one_line_error(&out, "expectation not met: expected CPU 3, chose 1");
+    assert_one_line_error(&out, 1, "expectation not met: expected CPU 3, chose 1");
 }
 
 /// Writes a fake sysfs tree: `nodes` nodes of `cores` cores of `threads` threads, one L3
@@ -306,7 +311,7 @@ fn topology_from_a_sysfs_tree() {
     )
     .unwrap();
     let out = explain(&[p.to_str().unwrap()]);
-    assert_one_line_error(&out, "topology.sysfs:");
+    assert_one_line_error(&out, 2, "topology.sysfs:");
 }
 
 #[test]
@@ -370,11 +375,221 @@ fn trace_replay_counts_matches_and_fails_on_a_mismatch() {
         text.contains("29 match, 1 differ") && text.contains("line 11 (seq 10)"),
         "{text}"
     );
-    assert_one_line_error(&out, "1 of 30 records differ");
+    assert_one_line_error(&out, 1, "1 of 30 records differ");
 
     // A malformed line.
     lines[4] = lines[4].replacen("\"task\":{", "\"task\":{\"bogus\":1,", 1);
     std::fs::write(&p, lines.join("\n")).unwrap();
     let out = explain(&["--trace", p.to_str().unwrap()]);
-    assert_one_line_error(&out, "trace.jsonl:5: task.bogus: unknown field `bogus`");
+    assert_one_line_error(&out, 2, "trace.jsonl:5: task.bogus: unknown field `bogus`");
+}
+
+/// `n` valid trace records (JSON lines without newlines) on a small machine.
+fn trace_lines(n: u64) -> Vec<String> {
+    let topo = Topology::from_shape(1, 2, 2, 2).unwrap();
+    let cfg = Config::from_preset("mainline").unwrap();
+    let mut engine = Engine::new(topo.clone(), cfg).unwrap();
+    let nr = topo.nr_cpus();
+    (0..n)
+        .map(|i| {
+            let cpus: Vec<CpuSnapshot> = (0..nr)
+                .map(|c| {
+                    if (c as u64 + i).is_multiple_of(3) {
+                        CpuSnapshot::idle()
+                    } else {
+                        CpuSnapshot::busy(1)
+                    }
+                })
+                .collect();
+            let mut t = TaskState::new(7, (i as usize) % nr, nr);
+            let mut w = WakeCtx::sync((i as usize * 3) % nr, TaskState::new(8, 0, nr), i * 1000);
+            let (t0, w0, llc0) = (t, w, engine.llc_states().to_vec());
+            let d = engine.select_cpu(&cpus, &mut t, &mut w);
+            TraceRecord::new(&topo, &cfg, &llc0, &cpus, &t0, &w0, &d).to_json_line()
+        })
+        .collect()
+}
+
+#[test]
+fn trace_with_a_truncated_last_line_replays_the_rest_with_a_note() {
+    let lines = trace_lines(12);
+    let p = tmp("cut.jsonl");
+    // What a writer killed mid-record leaves: no newline, half a JSON object.
+    let cut = &lines[11][..lines[11].len() / 2];
+    std::fs::write(&p, format!("{}\n{cut}", lines[..11].join("\n"))).unwrap();
+    let out = explain(&["--trace", p.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}{err}");
+    assert!(text.contains("11 record(s) replayed, 11 match"), "{text}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("note: ") && err.contains("skipped 1 record at the end"),
+        "{err}"
+    );
+    let v = json(&["--trace", p.to_str().unwrap()]);
+    assert_eq!(v["skipped_at_end"], 1);
+
+    // The same cut line in the middle is an error naming it.
+    std::fs::write(
+        &p,
+        format!("{}\n{cut}\n{}\n", lines[..5].join("\n"), lines[6]),
+    )
+    .unwrap();
+    let out = explain(&["--trace", p.to_str().unwrap()]);
+    assert_one_line_error(&out, 2, "cut.jsonl:6: ");
+}
+
+#[test]
+fn empty_trace_is_an_error() {
+    let lines = trace_lines(1);
+    for (name, text) in [
+        ("empty.jsonl", String::new()),
+        ("blank.jsonl", "\n\n  \n".to_string()),
+        ("only-cut.jsonl", lines[0][..40].to_string()),
+    ] {
+        let p = tmp(name);
+        std::fs::write(&p, text).unwrap();
+        let out = explain(&["--trace", p.to_str().unwrap()]);
+        assert_one_line_error(&out, 2, "no complete record to replay");
+    }
+    let out = explain(&["--trace", "/nonexistent/trace.jsonl"]);
+    assert_one_line_error(&out, 2, "cannot read /nonexistent/trace.jsonl");
+}
+
+/// A trace line or scenario over the documented limit is refused before it is parsed (the
+/// whole process has a fixed 64 MiB heap).
+#[test]
+fn huge_inputs_are_refused_with_one_line() {
+    let limit = scx_wakelab::explain::MAX_INPUT_BYTES as usize;
+    // A 100 MB scenario whose description is the bulk.
+    let p = tmp("huge.json");
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&p).unwrap());
+        write!(f, r#"{{"description": ""#).unwrap();
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..100 {
+            f.write_all(&chunk).unwrap();
+        }
+        write!(
+            f,
+            r#"", "topology": {{"shape": "1x1x4x1"}}, "newidle": {{"cpu": 0}}}}"#
+        )
+        .unwrap();
+    }
+    let out = explain(&[p.to_str().unwrap()]);
+    assert_one_line_error(&out, 2, "MiB a scenario may have");
+    std::fs::remove_file(&p).unwrap();
+
+    // A trace whose second line is over the limit, with no newline at all.
+    let lines = trace_lines(2);
+    let p = tmp("huge.jsonl");
+    std::fs::write(&p, format!("{}\n{}", lines[0], "7".repeat(limit + 10))).unwrap();
+    let out = explain(&["--trace", p.to_str().unwrap()]);
+    assert_one_line_error(&out, 2, "huge.jsonl:2: longer than");
+    std::fs::remove_file(&p).unwrap();
+
+    // A scenario from a device that never ends.
+    let out = explain(&["/dev/zero"]);
+    assert_one_line_error(&out, 2, "MiB a scenario may have");
+}
+
+/// scx_utils' topology reader panics or exhausts the heap on these; each is one line.
+#[test]
+fn unusable_sysfs_trees_are_one_line_errors() {
+    let dir = tmp("trees");
+    let empty = dir.join("empty/sys/devices/system/cpu");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::write(empty.join("online"), "0-3\n").unwrap();
+    let huge = dir.join("huge/sys/devices/system/cpu");
+    std::fs::create_dir_all(huge.join("cpu0")).unwrap();
+    std::fs::write(huge.join("online"), "0-18446744073709551615\n").unwrap();
+    let far = dir.join("far/sys/devices/system/cpu");
+    std::fs::create_dir_all(far.join("cpu4096")).unwrap();
+    let bare = dir.join("bare");
+    std::fs::create_dir_all(&bare).unwrap();
+    let cases = [
+        ("/".to_string(), "running machine's own sysfs"),
+        ("/sys".to_string(), "running machine's own sysfs"),
+        (dir.join("empty").display().to_string(), "no cpuN directory"),
+        (
+            dir.join("huge/sys").display().to_string(),
+            "CPU numbers go up to 1023",
+        ),
+        (
+            dir.join("far").display().to_string(),
+            "cpu4096: CPU numbers go up to 1023",
+        ),
+        (bare.display().to_string(), "no devices/system/cpu"),
+    ];
+    for (i, (tree, needle)) in cases.iter().enumerate() {
+        let p = tmp(&format!("tree{i}.json"));
+        std::fs::write(
+            &p,
+            format!(r#"{{"topology": {{"sysfs": "{tree}"}}, "newidle": {{"cpu": 0}}}}"#),
+        )
+        .unwrap();
+        let out = explain(&[p.to_str().unwrap()]);
+        assert_one_line_error(&out, 2, needle);
+        assert_one_line_error(&out, 2, "topology.sysfs: ");
+    }
+    // A trace record naming a tree goes through the same check.
+    let mut rec: serde_json::Value = serde_json::from_str(&trace_lines(1)[0]).unwrap();
+    rec["topology"] = serde_json::json!({"sysfs": "/"});
+    let p = tmp("sysfs-trace.jsonl");
+    std::fs::write(&p, format!("{rec}\n")).unwrap();
+    let out = explain(&["--trace", p.to_str().unwrap()]);
+    assert_one_line_error(&out, 2, "sysfs-trace.jsonl:1: topology.sysfs: /: ");
+}
+
+/// Numbers at the edges of their types in a scenario: answered, or one line; never a
+/// panic.
+#[test]
+fn extreme_numbers_in_a_scenario_do_not_panic() {
+    let max = u64::MAX;
+    let cases = [
+        format!(
+            r#"{{"topology": {{"shape": "1x1x8x1"}}, "policy": {{"preset": "v5.10"}},
+                "llc_state": [{{"llc": 0, "avg_scan_cost_ns": {max}}}],
+                "cpus": {{"default": {{"base": "busy", "avg_idle_ns": {max}, "load": {max}}}}},
+                "task": {{"pid": 1, "prev_cpu": 1, "load": {max}}},
+                "wake": {{"waker_cpu": 0, "sync": true}}}}"#
+        ),
+        r#"{"topology": {"shape": "1x1x8x1"}, "policy": {"preset": "v5.10"},
+                "llc_state": [{"llc": 0, "avg_scan_cost_ns": 0}],
+                "cpus": {"default": {"base": "busy", "avg_idle_ns": 0, "util": 4294967295, "capacity": 0}},
+                "task": {"pid": 0, "prev_cpu": 7, "load": 0},
+                "wake": {"waker_cpu": 7}}"#
+            .to_string(),
+    ];
+    for (i, text) in cases.iter().enumerate() {
+        let p = tmp(&format!("extreme{i}.json"));
+        std::fs::write(&p, text).unwrap();
+        let out = explain(&[p.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            matches!(out.status.code(), Some(0 | 2)),
+            "case {i}: {:?} {err}",
+            out.status
+        );
+        assert!(err.trim_end().lines().count() <= 1, "case {i}: {err}");
+        for bad in ["panicked", "memory allocation", "internal error"] {
+            assert!(!err.contains(bad), "case {i}: {err}");
+        }
+    }
+    // Out-of-range numbers are named.
+    let p = tmp("extreme-neg.json");
+    std::fs::write(
+        &p,
+        r#"{"topology": {"shape": "1x1x4x1"}, "task": {"pid": 1, "prev_cpu": -1}, "wake": {"waker_cpu": 0}}"#,
+    )
+    .unwrap();
+    assert_one_line_error(&explain(&[p.to_str().unwrap()]), 2, "task.prev_cpu: ");
+    std::fs::write(
+        &p,
+        r#"{"topology": {"shape": "1x1x4x1"}, "task": {"pid": 1, "prev_cpu": 1e999}, "wake": {"waker_cpu": 0}}"#,
+    )
+    .unwrap();
+    assert_one_line_error(&explain(&[p.to_str().unwrap()]), 2, "extreme-neg.json: ");
 }

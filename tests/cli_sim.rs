@@ -4,18 +4,23 @@ use std::process::{Command, Output};
 
 fn sim(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_scx_wakelab"))
+        // The setting under which a panic used to hang (see main.rs's panic hook).
+        .env("RUST_BACKTRACE", "1")
         .arg("sim")
         .args(args)
         .output()
         .expect("run scx_wakelab")
 }
 
+/// Bad input: one line on stderr, exit 2, naming `needle`, no panic or abort.
 fn assert_one_line_error(out: &Output, needle: &str) {
-    assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains(needle), "expected '{needle}' in: {err}");
-    assert!(!err.contains("panicked"), "{err}");
+    for bad in ["panicked", "memory allocation", "internal error"] {
+        assert!(!err.contains(bad), "{err}");
+    }
 }
 
 #[test]
@@ -136,5 +141,102 @@ fn bad_input_is_one_line() {
     let _ = w;
     for (args, needle) in cases {
         assert_one_line_error(&sim(args), needle);
+    }
+}
+
+/// `--topology` takes a shape; a path (what a user of `explain`'s sysfs topologies might
+/// try) is one line naming the expected form, never a read of that path.
+#[test]
+fn topology_paths_are_refused_with_one_line() {
+    let dir = std::env::temp_dir().join(format!("wakelab-sim-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for t in ["/", "/sys", dir.to_str().unwrap()] {
+        let out = sim(&["--workload", "pipe-rings", "--topology", t]);
+        assert_one_line_error(&out, "is not NODESxLLCSxCORESxTHREADS");
+    }
+    std::fs::remove_dir(&dir).unwrap();
+}
+
+/// Every numeric option and --param at 0, at its type's maximum, negative and NaN: a
+/// run or one line with exit 2, within the test's time; never a panic or an abort.
+#[test]
+fn extreme_numbers_are_answered_or_refused() {
+    let max = u64::MAX.to_string();
+    let big = (u64::MAX / 2).to_string();
+    let cases: &[(&[&str], &str)] = &[
+        (&["--seconds", "NaN"], "--seconds: NaN is outside"),
+        (&["--seconds", "inf"], "--seconds: inf is outside"),
+        (&["--seconds", "0"], "--seconds: 0 is outside"),
+        (&["--seconds=-1"], "--seconds: -1 is outside"),
+        (&["--seconds", "1e300"], "is outside (0, 3600]"),
+        (&["--events=-1"], "--events"),
+        (&["--events", "NaN"], "--events"),
+        (&["--seed=-1"], "--seed"),
+        (&["--topology", "1x1x1025x1"], "at most 1024"),
+        (
+            &["--topology", "18446744073709551615x2x2x2"],
+            "the policy supports at most 1024",
+        ),
+        (
+            &["--param", "rings=100000000"],
+            "rings=100000000: at most 65536",
+        ),
+        (&["--param", "ring_size=100000"], "at most 65536"),
+        (
+            &["--param", "rings=65536", "--param", "ring_size=65536"],
+            "a simulation may have at most 65536",
+        ),
+        (&["--param", "rings=-1"], "expected a whole number"),
+        (&["--param", "work_ns=NaN"], "expected a whole number"),
+        (&["--param", "work_ns=0"], "must be at least 1"),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec!["--workload", "pipe-rings"];
+        args.extend_from_slice(extra);
+        assert_one_line_error(&sim(&args), needle);
+    }
+    // Times at the type's maximum, for the workload and the model.
+    for (workload, key) in [
+        ("pipe-rings", "work_ns"),
+        ("pipe-rings", "tail_ns"),
+        ("tbench-like", "server_ns"),
+        ("newidle-burst", "pause_ns"),
+        ("softirq-rr", "rtt_ns"),
+        ("pipe-rings", "slice_ns"),
+        ("pipe-rings", "ipi_ns"),
+        ("pipe-rings", "switch_ns"),
+        ("pipe-rings", "tick_ns"),
+        ("pipe-rings", "noise_ns"),
+    ] {
+        for v in [&max, &big] {
+            let kv = format!("{key}={v}");
+            let out = sim(&["--workload", workload, "--param", &kv]);
+            assert_one_line_error(&out, "at most 10000000000 (10 s)");
+        }
+    }
+    // The largest accepted values run.
+    for extra in [
+        &[
+            "--param",
+            "work_ns=10000000000",
+            "--param",
+            "tick_ns=10000000000",
+        ][..],
+        &["--param", "noise_ns=10000000000", "--param", "noise_pct=50"][..],
+        &[
+            "--param",
+            "slice_ns=10000000000",
+            "--param",
+            "jitter_pct=100",
+        ][..],
+        &["--seed", &max, "--events", &max][..],
+        &["--seed", "0", "--events", "0"][..],
+    ] {
+        let mut args = vec!["--workload", "pipe-rings", "--seconds", "0.002"];
+        args.extend_from_slice(extra);
+        let out = sim(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?}: {err}");
     }
 }
