@@ -183,11 +183,9 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         socket: Option<std::path::PathBuf>,
     },
-    /// Explain one placement decision from a scenario file (chosen CPU and the rule chain),
-    /// or replay a decision trace (--trace).
+    // No doc comments here: they would replace the long help of ExplainArgs and SimArgs
+    // (the scenario format, the workloads' --param keys, the input limits) with one line.
     Explain(scx_wakelab::explain::ExplainArgs),
-    /// Run a deterministic simulation of a workload through the placement engine and
-    /// report migrations, wake-affine rates and a latency proxy per flag setting.
     Sim(scx_wakelab::sim::SimArgs),
 }
 

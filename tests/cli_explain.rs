@@ -593,3 +593,16 @@ fn extreme_numbers_in_a_scenario_do_not_panic() {
     .unwrap();
     assert_one_line_error(&explain(&[p.to_str().unwrap()]), 2, "extreme-neg.json: ");
 }
+
+/// The input limit the errors cite is the one --help documents.
+#[test]
+fn help_documents_the_input_limit() {
+    let out = bin().args(["explain", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mib = scx_wakelab::explain::MAX_INPUT_BYTES >> 20;
+    assert!(
+        flat.contains(&format!("trace line may have at most {mib} MiB")),
+        "{text}"
+    );
+}

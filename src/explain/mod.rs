@@ -45,7 +45,9 @@ use crate::policy::{
                   state, task, wake-up context, policy), run the policy engine and print the \
                   chosen CPU with the chain of rules that chose it, one line per rule with \
                   the state it looked at. Example scenarios: scenarios/*.json. With --trace, \
-                  replay a JSON-lines decision trace and report how many records match."
+                  replay a JSON-lines decision trace and report how many records match (an incomplete \
+                  last line, as a killed writer leaves, is skipped with a note). A scenario \
+                  file and a trace line may have at most 2 MiB."
 )]
 pub struct ExplainArgs {
     /// Scenario file (JSON); see scenarios/ for examples.

@@ -72,7 +72,9 @@ pub fn try_run_workload(spec: &SimSpec) -> Result<SimReport, String> {
     tbench-like: pairs (0 = one per two CPUs), client_ns (6000), server_ns (8000), tail_ns (2000), task_context (false)\n  \
     newidle-burst: pairs (0 = one per CPU), serve_ns, think_ns, burst, pause_ns, batch (0 = one per CPU), batch_run_ns, batch_sleep_ns\n\
     Model --param keys: slice_ns (750000), ipi_ns (2000), switch_ns (3000), tick_ns (1000000, 0 = off), \
-    jitter_pct (20), noise_pct (2), noise_ns (30000)."
+    jitter_pct (20), noise_pct (2), noise_ns (30000).\n\
+    Limits: times (*_ns) at most 10000000000 (10 s); counts, and the tasks a run creates, at \
+    most 65536."
 )]
 pub struct SimArgs {
     /// The workload to simulate.
