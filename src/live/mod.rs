@@ -26,6 +26,16 @@ use placement::{Placer, topology_from_scx};
 use scx_wakelab::policy::Config;
 use stats::LiveMetrics;
 
+/// Who besides root and our own uid may use the control socket, and whether
+/// `--trace` may replace an existing file. The defaults are the safe ones.
+#[derive(Clone, Debug, Default)]
+pub struct FileOptions {
+    /// A group (name or number) whose members may use the control socket.
+    pub socket_group: Option<String>,
+    /// Let `--trace` truncate an existing regular file.
+    pub trace_overwrite: bool,
+}
+
 /// Load, run until Ctrl-C/SIGTERM or until the kernel unloads us, and
 /// restart when the kernel asks (ACT_RESTART, e.g. after CPU hotplug, with
 /// the topology read anew and the policy flags as they were last set).
@@ -36,7 +46,28 @@ pub fn run_scheduler(
     socket: &Path,
     trace: Option<&Path>,
 ) -> Result<()> {
+    run_scheduler_with(
+        cfg,
+        policy,
+        stats_interval,
+        socket,
+        trace,
+        &FileOptions::default(),
+    )
+}
+
+/// run_scheduler, with the control socket's group and --trace's overwrite.
+pub fn run_scheduler_with(
+    cfg: AgentConfig,
+    policy: Config,
+    stats_interval: Option<f64>,
+    socket: &Path,
+    trace: Option<&Path>,
+    files: &FileOptions,
+) -> Result<()> {
+    check_files(socket, trace, files)?;
     env_checks::check_can_load(Path::new("/sys"), unsafe { libc::geteuid() })?;
+    let access = control::Access::new(files.socket_group.as_deref())?;
 
     let shutdown = Arc::new(AtomicBool::new(false));
     let flag = shutdown.clone();
@@ -61,9 +92,25 @@ pub fn run_scheduler(
             config: config.clone(),
         },
         shutdown.clone(),
+        access,
     )?;
 
-    let tracer = trace.map(spawn_trace_writer).transpose()?;
+    let tracer = match trace
+        .map(|p| spawn_trace_writer(p, files.trace_overwrite))
+        .transpose()
+    {
+        Ok(t) => t,
+        Err(e) => {
+            // Stop the server first: it removes its socket, which would
+            // otherwise be left for the next start to clean up.
+            shutdown.store(true, Ordering::Relaxed);
+            let _ = server.join();
+            if let Some(h) = printer {
+                let _ = h.join();
+            }
+            return Err(e);
+        }
+    };
 
     let started = Instant::now();
     // The fast lane unless asked otherwise or the kernel refuses it; a
@@ -254,18 +301,145 @@ pub fn client_stats(json: bool, monitor: Option<f64>, socket: &Path) -> Result<(
     }
 }
 
+/// The socket path, the socket group and the trace path, checked without
+/// creating or removing anything, so that a bad one is refused (one line,
+/// exit 2) before anything is loaded. The files are checked again as they
+/// are created.
+pub fn check_files(socket: &Path, trace: Option<&Path>, files: &FileOptions) -> Result<()> {
+    let access = control::Access::new(files.socket_group.as_deref())?;
+    control::check_socket(socket, &access)?;
+    if let Some(t) = trace {
+        check_trace_path(t, files.trace_overwrite)?;
+    }
+    Ok(())
+}
+
+/// Why a trace path is refused; bad input (exit 2).
+enum TraceRefusal {
+    Link,
+    Exists,
+    NotRegular,
+}
+
+fn trace_refusal(path: &Path, why: TraceRefusal) -> anyhow::Error {
+    let p = path.display();
+    scx_wakelab::explain::exit::BadInput(match why {
+        TraceRefusal::Link => {
+            format!("the trace file {p} is a symbolic link; refusing to write through it")
+        }
+        TraceRefusal::Exists => format!(
+            "the trace file {p} already exists; remove it, name another, or pass --trace-overwrite"
+        ),
+        TraceRefusal::NotRegular => {
+            format!("the trace file {p} is not a regular file; refusing to write to it")
+        }
+    })
+    .into()
+}
+
+/// open_trace_file's refusals, from the path alone.
+fn check_trace_path(path: &Path, overwrite: bool) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            if !dir.is_dir() {
+                return Err(scx_wakelab::explain::exit::BadInput(format!(
+                    "cannot create the trace file {}: {} is not a directory",
+                    path.display(),
+                    dir.display()
+                ))
+                .into());
+            }
+            Ok(())
+        }
+        Err(e) => Err(scx_wakelab::explain::exit::BadInput(format!(
+            "cannot use the trace file {}: {e}",
+            path.display()
+        ))
+        .into()),
+        Ok(md) if md.is_symlink() => Err(trace_refusal(path, TraceRefusal::Link)),
+        Ok(_) if !overwrite => Err(trace_refusal(path, TraceRefusal::Exists)),
+        Ok(md) if !md.is_file() => Err(trace_refusal(path, TraceRefusal::NotRegular)),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// Open the `--trace` file for writing: a new file, or with `overwrite` an
+/// existing regular file, truncated. Never through a symlink (the scheduler
+/// runs as root, and a link planted in a shared directory would make it
+/// truncate any file), never a FIFO or device. Mode 0600 whatever the umask:
+/// the trace names every task and its pid.
+fn open_trace_file(path: &Path, overwrite: bool) -> Result<std::fs::File> {
+    // A refusal of the path the caller named is bad input: exit 2, not 1.
+    macro_rules! bail_input {
+        ($($arg:tt)*) => {
+            return Err(scx_wakelab::explain::exit::BadInput(format!($($arg)*)).into())
+        };
+    }
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let p = path.display();
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).mode(0o600);
+    if overwrite {
+        // O_NONBLOCK: opening a FIFO without a reader fails (ENXIO) instead
+        // of waiting for one; it changes nothing for a regular file.
+        opts.create(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+    } else {
+        // O_EXCL does not follow a symlink either: a link is "existing".
+        opts.create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    }
+    let file = match opts.open(path) {
+        Ok(f) => f,
+        Err(e) => {
+            let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink());
+            if is_link {
+                return Err(trace_refusal(path, TraceRefusal::Link));
+            }
+            match e.raw_os_error() {
+                Some(libc::EEXIST) => return Err(trace_refusal(path, TraceRefusal::Exists)),
+                Some(libc::EISDIR) | Some(libc::ENXIO) => {
+                    return Err(trace_refusal(path, TraceRefusal::NotRegular));
+                }
+                Some(libc::ENOENT) | Some(libc::ENOTDIR) => {
+                    bail_input!("cannot create the trace file {p}: {e}")
+                }
+                _ => return Err(e).with_context(|| format!("creating the trace file {p}")),
+            }
+        }
+    };
+    let md = file
+        .metadata()
+        .with_context(|| format!("inspecting the trace file {p}"))?;
+    if !md.file_type().is_file() {
+        return Err(trace_refusal(path, TraceRefusal::NotRegular));
+    }
+    // Through the fd, not the path: it is the file just checked.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("setting the mode of the trace file {p}"))?;
+    if overwrite {
+        file.set_len(0)
+            .with_context(|| format!("truncating the trace file {p}"))?;
+    }
+    Ok(file)
+}
+
 /// The trace file's writer thread: JSON lines, one decision each, readable
 /// by `scx_wakelab explain --trace FILE`. The scheduling thread hands records
 /// over through a bounded channel and never waits for the disk.
 fn spawn_trace_writer(
     path: &Path,
+    overwrite: bool,
 ) -> Result<(
     std::sync::mpsc::SyncSender<scx_wakelab::explain::TraceRecord>,
     std::thread::JoinHandle<Result<u64>>,
 )> {
     use std::io::Write;
-    let file = std::fs::File::create(path)
-        .with_context(|| format!("creating the trace file {}", path.display()))?;
+    let file = open_trace_file(path, overwrite)?;
     // Bounded small: the channel's slots come out of the agent's fixed
     // 64 MiB heap (rustland_core's allocator), and each record is ~1 KiB
     // plus what it points to.
@@ -285,6 +459,118 @@ fn spawn_trace_writer(
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::path::PathBuf;
+
+    use super::open_trace_file;
+
+    fn temp(tag: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("wakelab-trace-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        p
+    }
+
+    /// The refusal's message; every refusal is bad input (exit 2).
+    fn err(path: &std::path::Path, overwrite: bool) -> String {
+        let e = open_trace_file(path, overwrite).unwrap_err();
+        // The check before loading refuses it too, and says the same (but
+        // for a missing directory, which it words without an errno).
+        let early = super::check_trace_path(path, overwrite).unwrap_err();
+        assert!(
+            early.to_string() == e.to_string() || early.to_string().contains("is not a directory"),
+            "{early} / {e}"
+        );
+        assert_eq!(
+            scx_wakelab::explain::exit::code_of(&e, 1),
+            scx_wakelab::explain::exit::BAD_INPUT,
+            "{e:#}"
+        );
+        e.to_string()
+    }
+
+    #[test]
+    fn trace_file_is_new_and_0600() {
+        let p = temp("new");
+        super::check_trace_path(&p, false).unwrap();
+        let f = open_trace_file(&p, false).unwrap();
+        drop(f);
+        let md = std::fs::symlink_metadata(&p).unwrap();
+        assert!(md.is_file());
+        assert_eq!(md.mode() & 0o7777, 0o600);
+        // A second run does not clobber the first one's trace.
+        let e = err(&p, false);
+        assert!(
+            e.contains("already exists") && e.contains("--trace-overwrite"),
+            "{e}"
+        );
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn existing_file_is_kept_unless_overwrite() {
+        let p = temp("existing");
+        std::fs::write(&p, "earlier trace").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = err(&p, false);
+        assert!(e.contains("already exists"), "{e}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "earlier trace");
+        // Asked to: truncated, and no longer readable by others.
+        super::check_trace_path(&p, true).unwrap();
+        drop(open_trace_file(&p, true).unwrap());
+        let md = std::fs::metadata(&p).unwrap();
+        assert_eq!(md.len(), 0);
+        assert_eq!(md.mode() & 0o7777, 0o600);
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn symlinks_are_refused_even_with_overwrite() {
+        let target = temp("link-target");
+        std::fs::write(&target, "not a trace").unwrap();
+        let link = temp("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        for overwrite in [false, true] {
+            let e = err(&link, overwrite);
+            assert!(e.contains("symbolic link"), "overwrite={overwrite}: {e}");
+        }
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "not a trace");
+        // A dangling link would have been created through: refused too.
+        let dangling = temp("dangling");
+        let nowhere = temp("nowhere");
+        std::os::unix::fs::symlink(&nowhere, &dangling).unwrap();
+        for overwrite in [false, true] {
+            let e = err(&dangling, overwrite);
+            assert!(e.contains("symbolic link"), "overwrite={overwrite}: {e}");
+        }
+        assert!(!nowhere.exists());
+        for p in [&link, &target, &dangling] {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+
+    #[test]
+    fn non_regular_files_are_refused_with_overwrite() {
+        let dir = temp("dir");
+        std::fs::create_dir(&dir).unwrap();
+        let e = err(&dir, true);
+        assert!(e.contains("not a regular file"), "{e}");
+        std::fs::remove_dir(&dir).unwrap();
+
+        // A FIFO without a reader: refused at once, not waited on.
+        let fifo = temp("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = err(&fifo, true);
+        assert!(e.contains("not a regular file"), "{e}");
+        std::fs::remove_file(&fifo).unwrap();
+
+        let e = err(std::path::Path::new("/dev/null"), true);
+        assert!(e.contains("not a regular file"), "{e}");
+
+        let e = err(&temp("no-such-dir").join("trace"), false);
+        assert!(e.contains("No such file or directory"), "{e}");
+    }
+
     #[test]
     fn cpu_ranges_are_compact() {
         assert_eq!(super::cpu_ranges(&[0, 1, 2, 4, 5, 6, 7]), "0-2,4-7");
