@@ -57,20 +57,41 @@ struct Opts {
     #[arg(long, value_name = "FILE")]
     trace: Option<std::path::PathBuf>,
 
+    /// Let --trace replace an existing regular file (never a symbolic link,
+    /// FIFO or device).
+    #[arg(long, requires = "trace")]
+    trace_overwrite: bool,
+
+    /// Let members of GROUP (a name or a number) use the control socket,
+    /// besides root and the scheduler's own user.
+    #[arg(long, value_name = "GROUP")]
+    socket_group: Option<String>,
+
+    /// Most tasks whose wake-up state (recent_used_cpu, wakee flips) the
+    /// agent keeps. The table is allocated whole at start, in locked
+    /// memory; when more tasks wake within 30 s, the least recently seen are
+    /// forgotten and counted (`stats`: task_evictions).
+    #[arg(long, value_name = "N", default_value_t = live::placement::DEFAULT_TASK_TABLE,
+          value_parser = parse_task_table_size)]
+    task_table_size: usize,
+
     /// Run the scheduler in a child process and start it again, with
     /// backoff, when it fails (killed, ejected by the kernel, load error).
-    /// Ctrl-C or SIGTERM stops the child cleanly and does not restart it.
+    /// Ctrl-C or SIGTERM stops the child cleanly and does not restart it;
+    /// SIGHUP is ignored. The child gets SIGTERM if the supervisor dies, and
+    /// is restarted if it stops answering `stats` on --socket.
     #[arg(long)]
     supervise: bool,
 
     /// With --supervise: give up after N failures in a row (a run of a
-    /// minute or more starts the count over).
+    /// minute or more starts the count over), or after N failures within 10
+    /// minutes.
     #[arg(long, value_name = "N", default_value_t = 5, requires = "supervise",
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     restart_limit: u32,
 
-    /// With --supervise: wait SECS before the first restart, doubling up to
-    /// 30 s for each further failure in a row.
+    /// With --supervise: wait SECS (at most 30) before the first restart,
+    /// doubling up to 30 s for each further failure in a row.
     #[arg(long, value_name = "SECS", default_value_t = 1.0, requires = "supervise", value_parser = parse_interval)]
     restart_delay: f64,
 
@@ -231,6 +252,16 @@ fn parse_interval(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+fn parse_task_table_size(s: &str) -> Result<usize, String> {
+    let v: usize = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of tasks"))?;
+    if !(64..=4_194_304).contains(&v) {
+        return Err(format!("{v} is outside 64..=4194304 tasks"));
+    }
+    Ok(v)
+}
+
 /// clap's error as one line. Its first line names the flag and the problem,
 /// except when it ends in ':' and the indented lines below carry the names
 /// ("the following required arguments were not provided:\n  --supervise").
@@ -378,6 +409,15 @@ fn main() -> ExitCode {
             Err(e) => exit_with(Err(e), exit::RUNTIME),
         };
     }
+    // Bad --socket, --socket-group or --trace paths: one line, exit 2, on
+    // any host (they need no sched_ext to be judged).
+    let files = live::FileOptions {
+        socket_group: opts.socket_group.clone(),
+        trace_overwrite: opts.trace_overwrite,
+    };
+    if let Err(e) = live::check_files(&opts.socket, opts.trace.as_deref(), &files) {
+        return exit_with(Err(e), exit::RUNTIME);
+    }
     // Before anything is logged: "another scheduler is running" and the
     // like are one line too.
     if let Err(e) =
@@ -404,12 +444,20 @@ fn main() -> ExitCode {
         spin_us: opts.agent_spin_us,
         apply_path: opts.apply_path,
         debug_half_apply: opts.debug_half_apply,
+        task_table_size: opts.task_table_size,
         open_opts: opts.libbpf.clone().into_bpf_open_opts(),
     };
     // An error marked scx_wakelab::explain::exit::BadInput (a bad --trace or --socket
     // path) exits 2, anything else 1.
     exit_with(
-        live::run_scheduler(cfg, policy, opts.stats, &opts.socket, opts.trace.as_deref()),
+        live::run_scheduler_with(
+            cfg,
+            policy,
+            opts.stats,
+            &opts.socket,
+            opts.trace.as_deref(),
+            &files,
+        ),
         exit::RUNTIME,
     )
 }

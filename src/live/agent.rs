@@ -78,6 +78,8 @@ pub struct AgentConfig {
     pub spin_us: u64,
     /// --apply-path.
     pub apply_path: ApplyPath,
+    /// --task-table-size: the per-task table's bound.
+    pub task_table_size: usize,
     /// Test aid (--debug-half-apply): once, 2 s after load, carry out half a
     /// batch, record the other half without carrying it out, then stop
     /// (SIGSTOP) or kill (SIGKILL) this process.
@@ -629,6 +631,7 @@ impl<'a> Agent<'a> {
         protocol::read_counters(bss, &mut self.local);
         self.local.policy = *self.placer.engine().counters();
         self.local.trace_dropped = self.placer.trace_dropped;
+        self.local.task_evictions = self.placer.task_evictions;
         // publish() runs on the scheduling thread: its clock is the agent's.
         self.local.agent_cpu_ns = cpu_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
         self.local.process_cpu_ns = cpu_clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);

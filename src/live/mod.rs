@@ -39,24 +39,6 @@ pub struct FileOptions {
 /// Load, run until Ctrl-C/SIGTERM or until the kernel unloads us, and
 /// restart when the kernel asks (ACT_RESTART, e.g. after CPU hotplug, with
 /// the topology read anew and the policy flags as they were last set).
-pub fn run_scheduler(
-    cfg: AgentConfig,
-    policy: Config,
-    stats_interval: Option<f64>,
-    socket: &Path,
-    trace: Option<&Path>,
-) -> Result<()> {
-    run_scheduler_with(
-        cfg,
-        policy,
-        stats_interval,
-        socket,
-        trace,
-        &FileOptions::default(),
-    )
-}
-
-/// run_scheduler, with the control socket's group and --trace's overwrite.
 pub fn run_scheduler_with(
     cfg: AgentConfig,
     policy: Config,
@@ -135,6 +117,7 @@ pub fn run_scheduler_with(
                 cfg.slice_ns,
             )?;
             placer.set_agent_spins(cfg.spin_us > 0);
+            placer.set_task_table_size(cfg.task_table_size);
             if let Some((tx, _)) = &tracer {
                 placer.set_trace(tx.clone());
             }

@@ -41,6 +41,10 @@ use scx_wakelab::policy::{
 const NICE_0_LOAD: u64 = 1024;
 /// Forget tasks not seen for this long (they exited, most likely).
 const TASK_TTL_NS: u64 = 30_000_000_000;
+/// How many tasks the per-task table holds by default (`--task-table-size`).
+/// Allocated whole at start, so the locked heap never grows with the number
+/// of pids a machine cycles through; a fork storm evicts instead.
+pub const DEFAULT_TASK_TABLE: usize = 16_384;
 
 /// Hashes a pid with one multiplication (Fibonacci hashing): the per-task
 /// table is read and written for every decision, and SipHash's defence
@@ -149,6 +153,10 @@ pub struct Placer {
     /// Scratch: the snapshots place() changed for one decision, as read.
     as_selected: Vec<(usize, CpuSnapshot)>,
     last_sweep_ns: u64,
+    /// Most entries `tasks` may hold; beyond it, the least recently seen go.
+    task_cap: usize,
+    /// Tasks dropped from a full table before their time (stats).
+    pub task_evictions: u64,
     /// Trace mode: every engine decision with its inputs, to a writer
     /// thread; records the channel has no room for are dropped and counted.
     trace: Option<SyncSender<TraceRecord>>,
@@ -170,7 +178,7 @@ impl Placer {
             agent_pid,
             agent_spins: false,
             slice_ns,
-            tasks: PidMap::with_capacity_and_hasher(4096, Default::default()),
+            tasks: task_table(DEFAULT_TASK_TABLE),
             snaps: vec![CpuSnapshot::default(); n],
             // The kernel starts rq->avg_idle at 2 * sysctl_sched_migration_cost.
             avg_idle_ns: vec![1_000_000; n],
@@ -183,9 +191,18 @@ impl Placer {
             util_last_ns: 0,
             as_selected: Vec::with_capacity(n + 1),
             last_sweep_ns: 0,
+            task_cap: DEFAULT_TASK_TABLE,
+            task_evictions: 0,
             trace: None,
             trace_dropped: 0,
         })
+    }
+
+    /// Bound the per-task table at `cap` entries (at least 8), allocated
+    /// now: called before the agent locks its memory.
+    pub fn set_task_table_size(&mut self, cap: usize) {
+        self.task_cap = cap.max(8);
+        self.tasks = task_table(self.task_cap);
     }
 
     /// Record every decision's inputs, rule chain and result (`--trace`).
@@ -447,6 +464,9 @@ impl Placer {
     }
 
     fn store(&mut self, t: &TaskState, now: u64) {
+        if self.tasks.len() >= self.task_cap && !self.tasks.contains_key(&t.pid) {
+            self.evict(now);
+        }
         self.tasks.insert(
             t.pid,
             StoredTask {
@@ -469,6 +489,30 @@ impl Placer {
         }
     }
 
+    /// The table is full: drop the least recently seen tasks until an
+    /// eighth of it is free again, by halving the age kept (each pass one
+    /// scan; a full table is rare, a fork storm's worth of new pids). What
+    /// an evicted task loses is what a new task starts without: its
+    /// recent_used_cpu and wakee flips.
+    fn evict(&mut self, now: u64) {
+        let keep = self.task_cap - self.task_cap / 8;
+        let before = self.tasks.len();
+        let mut age = TASK_TTL_NS;
+        while self.tasks.len() > keep && age > 1_000 {
+            age /= 2;
+            self.tasks
+                .retain(|_, t| now.saturating_sub(t.seen_ns) < age);
+        }
+        // All seen within a microsecond: keep any `keep` of them.
+        let mut left = keep;
+        self.tasks.retain(|_, _| {
+            let k = left > 0;
+            left = left.saturating_sub(1);
+            k
+        });
+        self.task_evictions += (before - self.tasks.len()) as u64;
+    }
+
     fn sweep(&mut self, now: u64) {
         if now.saturating_sub(self.last_sweep_ns) < TASK_TTL_NS / 3 {
             return;
@@ -477,6 +521,14 @@ impl Placer {
         self.tasks
             .retain(|_, t| now.saturating_sub(t.seen_ns) < TASK_TTL_NS);
     }
+}
+
+/// A per-task table for at most `cap` entries that never reallocates:
+/// removals leave tombstones, and the table clears them by rehashing in
+/// place only while it is at most half full; fuller, it grows. Room for
+/// twice the bound keeps it at most half full.
+fn task_table(cap: usize) -> PidMap<StoredTask> {
+    PidMap::with_capacity_and_hasher(2 * cap, Default::default())
 }
 
 /// PELT's half-life: y^32 = 0.5 with 1 ms periods.
@@ -577,6 +629,37 @@ mod tests {
             let cpu = p.place(&m).cpu;
             assert_eq!(cpu >= 4, want_node1, "{preset}: placed on {cpu}");
         }
+    }
+
+    /// A fork storm: far more pids than the table holds. The table stays
+    /// within its bound without growing its allocation, the evictions are
+    /// counted, and the newest tasks keep their state.
+    #[test]
+    fn the_task_table_stays_bounded_and_keeps_the_newest() {
+        let mut p = placer("mainline");
+        p.set_task_table_size(64);
+        let capacity = p.tasks.capacity();
+        for i in 0..1000u32 {
+            p.begin_batch(&states(&[]), 1_000_000_000 + u64::from(i) * 1000);
+            p.place(&msg(10 + i, (i % 8) as usize, 6, false, WAKER_TASK, 1));
+            assert!(p.tasks.len() <= 64, "{} tasks after {i}", p.tasks.len());
+        }
+        // capacity() is entries plus room left, which tombstones lower
+        // until the next in-place rehash; a reallocation would double it.
+        assert!(
+            p.tasks.capacity() <= capacity,
+            "the table grew: {} > {capacity}",
+            p.tasks.capacity()
+        );
+        assert!(
+            p.task_evictions >= 1000 - 64,
+            "{} evictions",
+            p.task_evictions
+        );
+        assert!(
+            p.tasks.contains_key(&(10 + 999)),
+            "the newest task was evicted"
+        );
     }
 
     #[test]

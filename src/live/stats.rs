@@ -101,6 +101,9 @@ live_metrics! {
     config_changes,
     /// Trace records lost because the writer fell behind (--trace).
     trace_dropped,
+    /// Tasks forgotten early because the per-task table was full
+    /// (--task-table-size).
+    task_evictions,
     /// CPU time of the scheduling thread (the agent proper), ns.
     agent_cpu_ns,
     /// CPU time of the whole process (agent, stats, control, trace threads), ns.
@@ -307,6 +310,9 @@ impl LiveMetrics {
                 "-".into()
             }
         );
+        if self.task_evictions > 0 {
+            let _ = write!(s, " | task_evictions {}", self.task_evictions);
+        }
         s
     }
 }
