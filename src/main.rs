@@ -71,9 +71,9 @@ struct Opts {
     /// agent keeps. The table is allocated whole at start, in locked
     /// memory; when more tasks wake within 30 s, the least recently seen are
     /// forgotten and counted (`stats`: task_evictions).
-    #[arg(long, value_name = "N", default_value_t = live::placement::DEFAULT_TASK_TABLE,
-          value_parser = parse_task_table_size)]
-    task_table_size: usize,
+    #[arg(long, value_name = "N", default_value_t = live::placement::DEFAULT_TASK_TABLE as u64,
+          value_parser = clap::value_parser!(u64).range(64..=4_194_304))]
+    task_table_size: u64,
 
     /// Run the scheduler in a child process and start it again, with
     /// backoff, when it fails (killed, ejected by the kernel, load error).
@@ -248,16 +248,6 @@ fn parse_interval(s: &str) -> Result<f64, String> {
         .map_err(|_| format!("'{s}' is not a number of seconds"))?;
     if !(0.1..=3600.0).contains(&v) {
         return Err(format!("{v} is outside 0.1..=3600 seconds"));
-    }
-    Ok(v)
-}
-
-fn parse_task_table_size(s: &str) -> Result<usize, String> {
-    let v: usize = s
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number of tasks"))?;
-    if !(64..=4_194_304).contains(&v) {
-        return Err(format!("{v} is outside 64..=4194304 tasks"));
     }
     Ok(v)
 }
@@ -444,13 +434,13 @@ fn main() -> ExitCode {
         spin_us: opts.agent_spin_us,
         apply_path: opts.apply_path,
         debug_half_apply: opts.debug_half_apply,
-        task_table_size: opts.task_table_size,
+        task_table_size: opts.task_table_size as usize,
         open_opts: opts.libbpf.clone().into_bpf_open_opts(),
     };
     // An error marked scx_wakelab::explain::exit::BadInput (a bad --trace or --socket
     // path) exits 2, anything else 1.
     exit_with(
-        live::run_scheduler_with(
+        live::run_scheduler(
             cfg,
             policy,
             opts.stats,

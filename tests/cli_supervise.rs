@@ -55,7 +55,7 @@ fn gives_up_with_one_line_after_the_limit() {
             && restarts[1].contains("restart 2 of 2 in 0.2s"),
         "{err}"
     );
-    let last = err.trim_end().lines().last().unwrap_or_default();
+    let last = last_line(&err);
     assert!(
         last.starts_with("error: scx_wakelab failed 3 times in a row (last: exited with status 1")
             && last.ends_with("giving up"),
@@ -80,11 +80,7 @@ fn a_limit_of_one_means_no_restart() {
         "{err}"
     );
     assert!(
-        err.trim_end()
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .contains("scx_wakelab failed once (last: "),
+        last_line(&err).contains("scx_wakelab failed once (last: "),
         "{err}"
     );
 }
@@ -219,10 +215,7 @@ fn an_inherited_supervisor_pid_does_not_disable_supervision() {
             "{bogus}: {err}"
         );
         assert!(
-            err.trim_end()
-                .lines()
-                .last()
-                .is_some_and(|l| l.starts_with("error: scx_wakelab failed 2 times in a row")),
+            last_line(&err).starts_with("error: scx_wakelab failed 2 times in a row"),
             "{bogus}: {err}"
         );
     }
@@ -258,10 +251,7 @@ fn sighup_does_not_stop_the_supervisor() {
         "{err}"
     );
     assert!(
-        err.trim_end()
-            .lines()
-            .last()
-            .is_some_and(|l| l.starts_with("error: scx_wakelab failed 3 times in a row")),
+        last_line(&err).starts_with("error: scx_wakelab failed 3 times in a row"),
         "{err}"
     );
 }
@@ -360,4 +350,9 @@ fn the_child_dies_with_a_killed_supervisor() {
         "child {child} outlived its SIGKILLed supervisor by 5 s: {:?}",
         proc_state(child)
     );
+}
+
+/// The last line the supervisor wrote: its verdict.
+fn last_line(err: &str) -> &str {
+    err.trim_end().lines().last().unwrap_or_default()
 }

@@ -1339,8 +1339,10 @@ mod tests {
             rec.seq = Some(i);
             lines.push(rec.to_json_line());
         }
+        let replay =
+            |text: &str| replay_trace(text, "t.jsonl", Path::new("."), &PolicyOverride::default());
         let text = lines.join("\n");
-        let s = replay_trace(&text, "t.jsonl", Path::new("."), &PolicyOverride::default()).unwrap();
+        let s = replay(&text).unwrap();
         assert_eq!(
             (s.records, s.matched, s.mismatched),
             (40, 40, 0),
@@ -1352,25 +1354,12 @@ mod tests {
         let mut rec: TraceRecord = parse_json(&lines[3]).unwrap();
         rec.recorded_cpu = (rec.recorded_cpu + 1) % n;
         lines[3] = rec.to_json_line();
-        let s = replay_trace(
-            &lines.join("\n"),
-            "t.jsonl",
-            Path::new("."),
-            &PolicyOverride::default(),
-        )
-        .unwrap();
+        let s = replay(&lines.join("\n")).unwrap();
         assert_eq!((s.matched, s.mismatched), (39, 1));
         assert_eq!(s.mismatches[0].line, 4);
         // A malformed line names the line and the field.
         lines[5] = lines[5].replacen("\"recorded_cpu\":", "\"recorded_cpu\":\"x\",\"was\":", 1);
-        let e = replay_trace(
-            &lines.join("\n"),
-            "t.jsonl",
-            Path::new("."),
-            &PolicyOverride::default(),
-        )
-        .unwrap_err()
-        .to_string();
+        let e = replay(&lines.join("\n")).unwrap_err().to_string();
         assert!(
             e.starts_with("t.jsonl:6: recorded_cpu: invalid type"),
             "{e}"
@@ -1381,30 +1370,17 @@ mod tests {
         let good = &lines[..5];
         let cut = &lines[5][..lines[5].len() / 2];
         let text = format!("{}\n{cut}", good.join("\n"));
-        let s = replay_trace(&text, "t.jsonl", Path::new("."), &PolicyOverride::default()).unwrap();
+        let s = replay(&text).unwrap();
         assert_eq!((s.records, s.skipped_at_end), (5, 1), "{}", s.render());
-        let e = replay_trace(
-            &format!("{text}\n"),
-            "t.jsonl",
-            Path::new("."),
-            &PolicyOverride::default(),
-        )
-        .unwrap_err();
+        let e = replay(&format!("{text}\n")).unwrap_err();
         assert!(e.to_string().starts_with("t.jsonl:6: "), "{e}");
         assert_eq!(exit::code_of(&e, exit::RUNTIME), exit::BAD_INPUT);
         // A complete last record without its newline replays.
-        let s = replay_trace(
-            &good.join("\n"),
-            "t.jsonl",
-            Path::new("."),
-            &PolicyOverride::default(),
-        )
-        .unwrap();
+        let s = replay(&good.join("\n")).unwrap();
         assert_eq!((s.records, s.skipped_at_end), (5, 0));
         // Nothing complete to replay is an error.
         for text in ["", "\n\n", cut] {
-            let e = replay_trace(text, "t.jsonl", Path::new("."), &PolicyOverride::default())
-                .unwrap_err();
+            let e = replay(text).unwrap_err();
             assert!(
                 e.to_string().starts_with("t.jsonl: no complete record"),
                 "{text:?}: {e}"

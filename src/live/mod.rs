@@ -39,7 +39,9 @@ pub struct FileOptions {
 /// Load, run until Ctrl-C/SIGTERM or until the kernel unloads us, and
 /// restart when the kernel asks (ACT_RESTART, e.g. after CPU hotplug, with
 /// the topology read anew and the policy flags as they were last set).
-pub fn run_scheduler_with(
+/// The caller has judged the paths with check_files(); creating them
+/// refuses the same paths again, with the same errors.
+pub fn run_scheduler(
     cfg: AgentConfig,
     policy: Config,
     stats_interval: Option<f64>,
@@ -47,7 +49,6 @@ pub fn run_scheduler_with(
     trace: Option<&Path>,
     files: &FileOptions,
 ) -> Result<()> {
-    check_files(socket, trace, files)?;
     env_checks::check_can_load(Path::new("/sys"), unsafe { libc::geteuid() })?;
     let access = control::Access::new(files.socket_group.as_deref())?;
 
@@ -115,9 +116,9 @@ pub fn run_scheduler_with(
                 policy,
                 unsafe { libc::gettid() },
                 cfg.slice_ns,
+                cfg.task_table_size,
             )?;
             placer.set_agent_spins(cfg.spin_us > 0);
-            placer.set_task_table_size(cfg.task_table_size);
             if let Some((tx, _)) = &tracer {
                 placer.set_trace(tx.clone());
             }

@@ -169,7 +169,10 @@ impl Placer {
         config: Config,
         agent_pid: i32,
         slice_ns: u64,
+        task_table_size: usize,
     ) -> anyhow::Result<Placer> {
+        // At least a few, so that evicting an eighth frees one.
+        let task_cap = task_table_size.max(8);
         let n = topo.nr_cpus();
         let delayed = DelayedDequeue::new(n, config.delayed_dequeue);
         let engine = Engine::new(topo, config).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -178,7 +181,7 @@ impl Placer {
             agent_pid,
             agent_spins: false,
             slice_ns,
-            tasks: task_table(DEFAULT_TASK_TABLE),
+            tasks: task_table(task_cap),
             snaps: vec![CpuSnapshot::default(); n],
             // The kernel starts rq->avg_idle at 2 * sysctl_sched_migration_cost.
             avg_idle_ns: vec![1_000_000; n],
@@ -191,18 +194,11 @@ impl Placer {
             util_last_ns: 0,
             as_selected: Vec::with_capacity(n + 1),
             last_sweep_ns: 0,
-            task_cap: DEFAULT_TASK_TABLE,
+            task_cap,
             task_evictions: 0,
             trace: None,
             trace_dropped: 0,
         })
-    }
-
-    /// Bound the per-task table at `cap` entries (at least 8), allocated
-    /// now: called before the agent locks its memory.
-    pub fn set_task_table_size(&mut self, cap: usize) {
-        self.task_cap = cap.max(8);
-        self.tasks = task_table(self.task_cap);
     }
 
     /// Record every decision's inputs, rule chain and result (`--trace`).
@@ -613,8 +609,19 @@ mod tests {
     }
 
     fn placer(preset: &str) -> Placer {
+        placer_with_table(preset, DEFAULT_TASK_TABLE)
+    }
+
+    fn placer_with_table(preset: &str, tasks: usize) -> Placer {
         let topo = Topology::from_shape(2, 1, 2, 2).unwrap();
-        Placer::new(topo, Config::from_preset(preset).unwrap(), 1, 5_000_000).unwrap()
+        Placer::new(
+            topo,
+            Config::from_preset(preset).unwrap(),
+            1,
+            5_000_000,
+            tasks,
+        )
+        .unwrap()
     }
 
     /// Seed 1 live: a sync wake-up from softirq on a node-1 CPU whose only
@@ -636,8 +643,7 @@ mod tests {
     /// counted, and the newest tasks keep their state.
     #[test]
     fn the_task_table_stays_bounded_and_keeps_the_newest() {
-        let mut p = placer("mainline");
-        p.set_task_table_size(64);
+        let mut p = placer_with_table("mainline", 64);
         let capacity = p.tasks.capacity();
         for i in 0..1000u32 {
             p.begin_batch(&states(&[]), 1_000_000_000 + u64::from(i) * 1000);
