@@ -48,6 +48,41 @@ fn invalid_option_values_are_one_line_errors() {
     assert_one_line_error(&["--agent-spin-us", "fast"], 2, "--agent-spin-us");
     assert_one_line_error(&["--apply-path", "ipc"], 2, "--apply-path");
     assert_one_line_error(&["--debug-half-apply", "pause"], 2, "--debug-half-apply");
+    assert_one_line_error(&["--task-table-size", "63"], 2, "--task-table-size");
+    assert_one_line_error(&["--task-table-size", "4194305"], 2, "--task-table-size");
+    assert_one_line_error(&["--task-table-size=-1"], 2, "--task-table-size");
+    assert_one_line_error(&["--task-table-size", "many"], 2, "--task-table-size");
+    assert_one_line_error(&["--trace-overwrite"], 2, "--trace");
+}
+
+/// The socket's group and the trace and socket paths are judged before
+/// anything loads, so these are one line and exit 2 on any host.
+#[test]
+fn bad_socket_and_trace_paths_are_one_line_errors() {
+    let dir = std::env::temp_dir().join(format!("wakelab-paths-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("s.sock");
+    let sock = sock.to_str().unwrap();
+    assert_one_line_error(
+        &["--socket", sock, "--socket-group", "no-such-group-wakelab"],
+        2,
+        "no-such-group-wakelab",
+    );
+    let link = dir.join("trace-link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
+    let link = link.to_str().unwrap();
+    assert_one_line_error(&["--socket", sock, "--trace", link], 2, "trace-link");
+    assert_one_line_error(
+        &["--socket", sock, "--trace", link, "--trace-overwrite"],
+        2,
+        "trace-link",
+    );
+    let file = dir.join("not-a-socket");
+    std::fs::write(&file, "keep me").unwrap();
+    assert_one_line_error(&["--socket", file.to_str().unwrap()], 2, "not-a-socket");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
