@@ -92,7 +92,7 @@ struct Opts {
 
     /// With --supervise: wait SECS (at most 30) before the first restart,
     /// doubling up to 30 s for each further failure in a row.
-    #[arg(long, value_name = "SECS", default_value_t = 1.0, requires = "supervise", value_parser = parse_interval)]
+    #[arg(long, value_name = "SECS", default_value_t = 1.0, requires = "supervise", value_parser = parse_restart_delay)]
     restart_delay: f64,
 
     /// Kick idle CPUs to pull tasks waiting behind a busy CPU's current
@@ -252,6 +252,20 @@ fn parse_interval(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// --restart-delay: an interval, and at most the longest wait between
+/// restarts, as --help promises (a larger one is likelier minutes typed
+/// for seconds).
+fn parse_restart_delay(s: &str) -> Result<f64, String> {
+    let v = parse_interval(s)?;
+    let max = supervise::MAX_DELAY.as_secs();
+    if v > max as f64 {
+        return Err(format!(
+            "the wait between restarts is at most {max} seconds"
+        ));
+    }
+    Ok(v)
+}
+
 /// clap's error as one line. Its first line names the flag and the problem,
 /// except when it ends in ':' and the indented lines below carry the names
 /// ("the following required arguments were not provided:\n  --supervise").
@@ -394,7 +408,7 @@ fn main() -> ExitCode {
             max_failures: opts.restart_limit,
             first_delay: std::time::Duration::from_secs_f64(opts.restart_delay),
         };
-        return match supervise::run(limits) {
+        return match supervise::run(limits, &opts.socket) {
             Ok(code) => ExitCode::from(code),
             Err(e) => exit_with(Err(e), exit::RUNTIME),
         };

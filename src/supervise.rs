@@ -21,7 +21,7 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,7 +39,7 @@ pub const CHILD_ENV: &str = "SCX_WAKELAB_SUPERVISOR_PID";
 /// A child that ran this long was healthy: its failure starts a new count.
 const STABLE_RUN: Duration = Duration::from_secs(60);
 /// Backoff ceiling, and so the longest --restart-delay (--help says so).
-const MAX_DELAY: Duration = Duration::from_secs(30);
+pub const MAX_DELAY: Duration = Duration::from_secs(30);
 /// At most --restart-limit failures within this window, in a row or not.
 const BUDGET_WINDOW: Duration = Duration::from_secs(600);
 /// How long a child has to unload after SIGTERM before it is killed.
@@ -123,22 +123,11 @@ pub fn is_child() -> bool {
 }
 
 /// Runs the current executable with our own arguments as a supervised child
-/// until it stops for good. Returns the exit code to use.
-pub fn run(limits: Limits) -> Result<u8> {
-    // --help promises "doubling up to 30 s": a first wait above that would
-    // break the promise, and is more likely a typo (minutes for seconds).
-    if limits.first_delay > MAX_DELAY {
-        eprintln!(
-            "error: invalid value '{}' for '--restart-delay <SECS>': the wait between restarts \
-             is at most {} seconds",
-            limits.first_delay.as_secs_f64(),
-            MAX_DELAY.as_secs()
-        );
-        return Ok(2);
-    }
+/// until it stops for good; `socket` is the control socket the child serves
+/// (its --socket), asked for the liveness check. Returns the exit code to use.
+pub fn run(limits: Limits, socket: &Path) -> Result<u8> {
     let exe = std::env::current_exe().context("finding our own executable")?;
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let socket = socket_arg(&args);
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
@@ -158,7 +147,7 @@ pub fn run(limits: Limits) -> Result<u8> {
         cmd.spawn()
             .with_context(|| format!("starting {}", exe.display()))
     };
-    supervise(&mut spawn, &limits, &socket, &LIVENESS, &stop)
+    supervise(&mut spawn, &limits, socket, &LIVENESS, &stop)
 }
 
 /// In the child, between fork and exec.
@@ -193,22 +182,6 @@ fn tie_to_supervisor(supervisor: libc::pid_t) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The control socket the child serves: the value of our `--socket`, as clap
-/// reads it (`--socket PATH` or `--socket=PATH`), or the default.
-fn socket_arg(args: &[OsString]) -> PathBuf {
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if a == "--socket" {
-            if let Some(v) = it.next() {
-                return PathBuf::from(v);
-            }
-        } else if let Some(v) = a.to_str().and_then(|s| s.strip_prefix("--socket=")) {
-            return PathBuf::from(v);
-        }
-    }
-    PathBuf::from(crate::live::control::DEFAULT_SOCKET)
 }
 
 static SIGHUP_SEEN: AtomicBool = AtomicBool::new(false);
@@ -600,23 +573,6 @@ mod tests {
         assert_eq!(code_of(failed), 1);
     }
 
-    #[test]
-    fn the_socket_is_read_from_our_arguments_as_clap_reads_it() {
-        let args = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
-        assert_eq!(
-            socket_arg(&args(&["--supervise", "--socket", "/tmp/a.sock", "-v"])),
-            PathBuf::from("/tmp/a.sock")
-        );
-        assert_eq!(
-            socket_arg(&args(&["--socket=/tmp/b.sock", "--supervise"])),
-            PathBuf::from("/tmp/b.sock")
-        );
-        assert_eq!(
-            socket_arg(&args(&["--supervise", "--trace", "t.jsonl"])),
-            PathBuf::from(crate::live::control::DEFAULT_SOCKET)
-        );
-    }
-
     const MIN: Duration = Duration::from_secs(60);
 
     /// The old count only: failures a few minutes apart, each after a stable
@@ -687,7 +643,7 @@ mod tests {
         }
     }
 
-    fn temp_socket(tag: &str) -> PathBuf {
+    fn temp_socket(tag: &str) -> std::path::PathBuf {
         std::env::temp_dir().join(format!("wakelab-sup-{}-{tag}.sock", std::process::id()))
     }
 
