@@ -413,6 +413,11 @@ fn main() -> ExitCode {
             Err(e) => exit_with(Err(e), exit::RUNTIME),
         };
     }
+    // Root first: a non-root user hears the one thing to change, not a
+    // complaint about a socket path root owns.
+    if let Err(e) = live::env_checks::check_root(unsafe { libc::geteuid() }) {
+        return exit_with(Err(e), exit::RUNTIME);
+    }
     // Bad --socket, --socket-group or --trace paths: one line, exit 2, on
     // any host (they need no sched_ext to be judged).
     let files = live::FileOptions {

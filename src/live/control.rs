@@ -358,7 +358,10 @@ fn check_socket_path(
         );
     }
     match probe(addr) {
-        Probe::Live => bail!("{p} is in use by another scx_wakelab (or another program)"),
+        Probe::Live => bail!(
+            "another scx_wakelab is already running: its control socket {p} answers; \
+             stop it first, or give this one another --socket"
+        ),
         Probe::Stale => Ok(true),
         Probe::Other(e) => {
             bail!("cannot tell whether {p} is in use ({e}); refusing to replace it")
@@ -1128,7 +1131,8 @@ mod tests {
         assert_eq!(early, e.to_string());
         let code = scx_wakelab::explain::exit::code_of(&e, 1);
         let msg = e.to_string();
-        let want = if msg.contains("in use") { 1 } else { 2 };
+        let runtime = msg.contains("already running") || msg.contains("cannot tell");
+        let want = if runtime { 1 } else { 2 };
         assert_eq!(code, want, "{msg}");
         msg
     }
@@ -1180,7 +1184,7 @@ mod tests {
         let live = temp_socket("live");
         let listener = UnixListener::bind(&live).unwrap();
         let e = refusal(&live);
-        assert!(e.contains("in use"), "{e}");
+        assert!(e.contains("already running"), "{e}");
         assert!(UnixStream::connect(&live).is_ok());
         drop(listener);
         std::fs::remove_file(&live).unwrap();

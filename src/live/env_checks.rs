@@ -40,6 +40,17 @@ pub fn sched_ext_state(sysfs_root: &Path) -> SchedExtState {
     SchedExtState::Busy { state, ops }
 }
 
+/// Loading a BPF scheduler needs root; checked first, before any path or
+/// kernel state, so that a non-root user hears the one thing to change.
+pub fn check_root(euid: u32) -> Result<()> {
+    if euid != 0 {
+        bail!(
+            "scx_wakelab must run as root: loading a BPF scheduler needs CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN"
+        );
+    }
+    Ok(())
+}
+
 /// Everything that must hold before we try to load: root, a sched_ext
 /// kernel, and no other sched_ext scheduler.
 pub fn check_can_load(sysfs_root: &Path, euid: u32) -> Result<()> {
@@ -54,12 +65,7 @@ pub fn check_can_load(sysfs_root: &Path, euid: u32) -> Result<()> {
         ),
         SchedExtState::Disabled => {}
     }
-    if euid != 0 {
-        bail!(
-            "scx_wakelab must run as root: loading a BPF scheduler needs CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN"
-        );
-    }
-    Ok(())
+    check_root(euid)
 }
 
 #[cfg(test)]

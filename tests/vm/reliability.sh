@@ -234,10 +234,11 @@ STRESS=$!
 jobs_start stop 16 40
 sleep 3
 SF0=$(counter nr_agent_stall_fallbacks); AD0=$(counter nr_agent_dispatches); SR0=$(counter nr_stall_rescues)
+STOP_AT=$(cut -d' ' -f1 /proc/uptime)
 kill -STOP "$CHILD"
 SEEN=$(states_seen 16)
 kill -CONT "$CHILD"
-evid state "states seen while stopped:$SEEN"
+evid state "states seen while stopped:$SEEN; stopped for $(awk -v s="$STOP_AT" -v e="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN { printf "%.1f", e - s }') s"
 expect_eq sigstop_never_ejected "$SEEN" " enabled"
 if [ "$SEEN" != " enabled" ]; then
     sleep 2
@@ -253,6 +254,7 @@ evid counters "nr_agent_stall_fallbacks $SF0 -> $SF1; nr_stall_rescues (tasks al
 if [ "${SF1:-0}" -gt "${SF0:-0}" ]; then pass sigstop_stall_fallback_counted; else fail sigstop_stall_fallback_counted "$SF0 -> $SF1"; fi
 if [ "${AD2:-0}" -gt "${AD1:-0}" ]; then pass sigstop_agent_places_again_after_sigcont; else fail sigstop_agent_places_again_after_sigcont "$AD1 -> $AD2"; fi
 expect_eq sigstop_same_instance "$(child_pid /tmp/stop.sched)" "$CHILD"
+grep -q 'stopped responding' /tmp/stop.sched && evid supervisor "$(grep -m1 'stopped responding' /tmp/stop.sched)"
 load_finished sigstop stop
 no_kernel_errors sigstop_no_stall_in_kernel_log
 kill -TERM "$SUP"
@@ -353,9 +355,9 @@ case_ hotplug "CPU $HOT offline, then online, under a load; plus runtime \`set\`
 $T --foreground --preserve-status 400 scx_wakelab >/tmp/hot.sched 2>&1 &
 SCHED=$!
 if wait_state enabled 30; then pass hotplug_scheduler_enabled; else fail hotplug_scheduler_enabled "state $(sched_state)"; fi
-one_line_error runtime_set_unknown_key 1 scx_wakelab set no_such_flag=1
-one_line_error runtime_set_bad_value 1 scx_wakelab set recent_used=sideways
-one_line_error runtime_set_malformed 1 scx_wakelab set wa_idle
+one_line_error runtime_set_unknown_key 2 scx_wakelab set no_such_flag=1
+one_line_error runtime_set_bad_value 2 scx_wakelab set recent_used=sideways
+one_line_error runtime_set_malformed 2 scx_wakelab set wa_idle
 expect_eq runtime_bad_set_leaves_scheduler_running "$(sched_state)" enabled
 stress-ng -t 25 -c "$NCPU" -f "$NCPU" --metrics-brief >/tmp/hot.stress 2>&1 &
 STRESS=$!
