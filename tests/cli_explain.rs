@@ -606,3 +606,41 @@ fn help_documents_the_input_limit() {
         "{text}"
     );
 }
+
+/// A FIFO nobody writes to and a directory, as a scenario or a trace: one line and exit
+/// 2, at once.  (Opening the FIFO used to block forever; a directory given as a trace was
+/// a read error, exit 1.)
+#[test]
+fn fifos_and_directories_are_bad_input_at_once() {
+    let dir = tmp("fifo-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("input.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (f, d) = (fifo.to_str().unwrap(), dir.to_str().unwrap());
+    for (args, needle) in [
+        (vec![f], "JSON object"),
+        (vec!["--trace", f], "no complete record"),
+        (vec![d], "Is a directory"),
+        (vec!["--trace", d], "Is a directory"),
+    ] {
+        let mut child = bin()
+            .arg("explain")
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > std::time::Duration::from_secs(10) {
+                let _ = child.kill();
+                panic!("explain {args:?} still running after 10 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_one_line_error(&out, 2, needle);
+    }
+}

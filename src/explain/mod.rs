@@ -149,12 +149,34 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Opens an input file (a scenario, a trace).  A named FIFO with no writer would block
+/// the open forever, so it opens without blocking (such a FIFO then reads as empty) and
+/// reads block again afterwards, as a pipe with a writer (`<(cmd)`) needs.  A directory is
+/// refused here, so that it is bad input rather than a read error halfway through.
+pub fn open_input(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own; it changes only its status flags.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if file.metadata()?.is_dir() {
+        return Err(std::io::Error::from_raw_os_error(libc::EISDIR));
+    }
+    Ok(file)
+}
+
 /// Reads a file that is parsed whole, refusing one over [`MAX_INPUT_BYTES`] before
 /// reading it (and, for a pipe or device whose size is unknown, after that many bytes).
 pub fn read_bounded(path: &Path, what: &str) -> anyhow::Result<String> {
     let name = path.display();
-    let file = std::fs::File::open(path)
-        .map_err(|e| exit::BadInput(format!("cannot read {name}: {e}")))?;
+    let file = open_input(path).map_err(|e| exit::BadInput(format!("cannot read {name}: {e}")))?;
     let too_big = || {
         exit::BadInput(format!(
             "{name}: larger than the {} MiB a {what} may have",
@@ -1001,7 +1023,7 @@ impl ReplaySummary {
 /// ([`MAX_INPUT_BYTES`]) whatever the file's size.  Errors are one line naming the line and
 /// the field.
 pub fn replay_trace_file(path: &Path, cli: &PolicyOverride) -> anyhow::Result<ReplaySummary> {
-    let file = std::fs::File::open(path)
+    let file = open_input(path)
         .map_err(|e| exit::BadInput(format!("cannot read {}: {e}", path.display())))?;
     replay_trace_reader(
         std::io::BufReader::with_capacity(1 << 16, file),
