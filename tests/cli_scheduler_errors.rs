@@ -82,6 +82,16 @@ fn bad_socket_and_trace_paths_are_one_line_errors() {
     std::fs::write(&file, "keep me").unwrap();
     assert_one_line_error(&["--socket", file.to_str().unwrap()], 2, "not-a-socket");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+    // Paths that only creating them would refuse, after loading: refused first.
+    let slash = format!("{}/", dir.join("new-dir").display());
+    assert_one_line_error(&["--socket", sock, "--trace", &slash], 2, "ends in '/'");
+    let missing = dir.join("missing/s.sock");
+    let missing = missing.to_str().unwrap();
+    assert_one_line_error(
+        &["--socket", missing],
+        2,
+        "cannot create the control socket",
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -9,10 +9,12 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A control socket in a directory that does not exist: the child fails
-/// before it could load anything on any host (here, earlier still: the host
-/// kernel has no sched_ext, or we are not root).
-const UNBINDABLE: &str = "/nonexistent-wakelab-dir/scx_wakelab.sock";
+/// A control socket bind() cannot create (/proc makes no files), though no
+/// check can tell without creating it: the child fails before it could load
+/// anything on any host (here, earlier still: the host kernel has no
+/// sched_ext, or we are not root). A socket in a missing directory is bad
+/// input now (exit 2), which is not restarted.
+const UNBINDABLE: &str = "/proc/scx_wakelab-unbindable.sock";
 
 fn supervise(extra: &[&str]) -> (i32, String, Duration) {
     let started = Instant::now();

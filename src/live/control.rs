@@ -339,7 +339,17 @@ fn check_socket_path(
     let p = path.display();
     let md = match std::fs::symlink_metadata(path) {
         Ok(md) => md,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Where bind() cannot create it (no such directory, a name ending in '/'):
+            // refused now, not after the scheduler has loaded.
+            let dir_ok = path
+                .parent()
+                .is_some_and(|d| d.as_os_str().is_empty() || d.is_dir());
+            if !dir_ok || path.as_os_str().as_bytes().ends_with(b"/") {
+                bail_input!("cannot create the control socket {p}: {e}");
+            }
+            return Ok(false);
+        }
         Err(e) => bail_input!("cannot use {p} as the control socket: {e}"),
     };
     let ft = md.file_type();
@@ -1202,6 +1212,23 @@ mod tests {
         let long = std::env::temp_dir().join("x".repeat(200));
         let e = refusal(&long);
         assert!(e.contains("too long"), "{e}");
+    }
+
+    /// Where bind() cannot create the socket (no such directory, a name ending
+    /// in '/'): refused before loading; it used to pass and fail at bind.
+    #[test]
+    fn a_socket_path_bind_cannot_create_is_refused_before_loading() {
+        let missing = temp_socket("no-dir").join("s.sock");
+        let slash = PathBuf::from(format!("{}/", temp_socket("slash").display()));
+        for p in [&missing, &slash] {
+            let e = check_socket(p, &root_only()).unwrap_err();
+            assert_eq!(scx_wakelab::explain::exit::code_of(&e, 1), 2, "{e}");
+            assert!(
+                e.to_string().contains("cannot create the control socket"),
+                "{e}"
+            );
+            assert!(try_start(p).is_err());
+        }
     }
 
     /// Connect as uid/gid 65534 in a forked child, send `stats`, and return

@@ -325,6 +325,14 @@ fn trace_refusal(path: &Path, why: TraceRefusal) -> anyhow::Error {
 fn check_trace_path(path: &Path, overwrite: bool) -> Result<()> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // "new/" names a directory to be, never a file we could create.
+            if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+                return Err(scx_wakelab::explain::exit::BadInput(format!(
+                    "cannot create the trace file {}: the path ends in '/'",
+                    path.display()
+                ))
+                .into());
+            }
             let dir = match path.parent() {
                 Some(d) if !d.as_os_str().is_empty() => d,
                 _ => Path::new("."),
@@ -530,6 +538,23 @@ mod tests {
         for p in [&link, &target, &dangling] {
             std::fs::remove_file(p).unwrap();
         }
+    }
+
+    /// "dir/new/" passed the check (its parent exists) and failed only at
+    /// creation, after the scheduler had loaded.
+    #[test]
+    fn a_path_ending_in_a_slash_is_refused_before_loading() {
+        let dir = temp("slash");
+        let p = PathBuf::from(format!("{}/", dir.display()));
+        for overwrite in [false, true] {
+            let e = super::check_trace_path(&p, overwrite).unwrap_err();
+            assert_eq!(
+                scx_wakelab::explain::exit::code_of(&e, 1),
+                scx_wakelab::explain::exit::BAD_INPUT
+            );
+            assert!(e.to_string().contains("ends in '/'"), "{e}");
+        }
+        assert!(!dir.exists());
     }
 
     #[test]
