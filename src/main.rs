@@ -404,6 +404,15 @@ fn main() -> ExitCode {
         }
     };
     if opts.supervise && !supervise::is_child() {
+        // Bad paths: one line and exit 2 before any child starts, not the child's
+        // refusal among the supervisor's own lines.
+        let files = live::FileOptions {
+            socket_group: opts.socket_group.clone(),
+            trace_overwrite: opts.trace_overwrite,
+        };
+        if let Err(e) = live::check_files(&opts.socket, opts.trace.as_deref(), &files) {
+            return exit_with(Err(e), exit::RUNTIME);
+        }
         let limits = supervise::Limits {
             max_failures: opts.restart_limit,
             first_delay: std::time::Duration::from_secs_f64(opts.restart_delay),

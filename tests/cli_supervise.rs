@@ -93,11 +93,30 @@ fn supervisor_options_are_checked_before_any_start() {
         (&["--restart-limit", "0"][..], "--restart-limit"),
         (&["--restart-delay", "never"][..], "--restart-delay"),
         (&["--set", "no_such_flag=1"][..], "no_such_flag"),
+        // Paths too: judged once, not refused by a child among the supervisor's lines.
+        (&["--trace", "/etc/passwd"][..], "already exists"),
+        (
+            &["--socket-group", "no-such-group-wakelab"][..],
+            "no-such-group-wakelab",
+        ),
     ] {
         let (rc, err, _) = supervise(args);
         assert_eq!(rc, 2, "{args:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    for (socket, needle) in [
+        ("/etc/passwd", "not a socket"),
+        ("/nonexistent-wakelab-dir/s.sock", "cannot create"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_scx_wakelab"))
+            .args(["--supervise", "--socket", socket])
+            .output()
+            .expect("runs the binary");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{socket}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{socket}: {err}");
+        assert!(err.contains(needle), "{socket}: {err}");
     }
     // Supervisor options mean nothing without --supervise.
     let out = Command::new(env!("CARGO_BIN_EXE_scx_wakelab"))
