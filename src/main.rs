@@ -3,6 +3,7 @@
 //! flags.
 
 mod live;
+mod offline;
 mod supervise;
 
 use std::process::ExitCode;
@@ -10,15 +11,10 @@ use std::process::ExitCode;
 use clap::Parser;
 use log::info;
 use scx_utils::libbpf_clap_opts::LibbpfOpts;
-use scx_wakelab::explain::exit;
+use scx_wakelab::exit;
 use simplelog::{ColorChoice, ConfigBuilder, LevelFilter, TermLogger, TerminalMode};
 
-/// The exit-code convention of every command (scx_wakelab::explain::exit).
-const EXIT_CODES: &str = "Exit codes (every command): 0 success; 1 runtime failure (the kernel \
-    refused or ejected the scheduler, no running instance to ask, an I/O error mid-run, a trace \
-    that does not replay or an expectation not met); 2 bad usage or bad input (the command \
-    line, a scenario, a trace, a topology); 101 an internal error (a bug: please report it).";
-
+/// The exit-code convention of every command (scx_wakelab::exit).
 /// scx_wakelab: CFS wake-up placement in a sched_ext agent.
 ///
 /// Loads our BPF component, then places every woken task from user space.
@@ -26,7 +22,7 @@ const EXIT_CODES: &str = "Exit codes (every command): 0 success; 1 runtime failu
 /// tools/vm/wakelab-vm run -- scx_wakelab
 #[derive(Debug, Parser)]
 #[command(name = "scx_wakelab", version, about, long_about = None, args_conflicts_with_subcommands = true,
-          after_help = EXIT_CODES)]
+          after_help = exit::EXIT_CODES)]
 struct Opts {
     #[command(subcommand)]
     command: Option<Command>,
@@ -266,28 +262,6 @@ fn parse_restart_delay(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-/// clap's error as one line. Its first line names the flag and the problem,
-/// except when it ends in ':' and the indented lines below carry the names
-/// ("the following required arguments were not provided:\n  --supervise").
-fn one_line_usage_error(text: &str) -> String {
-    let mut lines = text.lines();
-    let mut out = lines
-        .next()
-        .unwrap_or("error: invalid arguments")
-        .trim_end()
-        .to_string();
-    if out.ends_with(':') {
-        let names: Vec<&str> = lines
-            .take_while(|l| l.starts_with(char::is_whitespace) && !l.trim().is_empty())
-            .map(str::trim)
-            .collect();
-        if !names.is_empty() {
-            out = format!("{out} {}", names.join(", "));
-        }
-    }
-    out
-}
-
 fn init_logging(verbose: bool) {
     let cfg = ConfigBuilder::new()
         .set_time_level(LevelFilter::Error)
@@ -303,37 +277,6 @@ fn init_logging(verbose: bool) {
     let _ = TermLogger::init(level, cfg, TerminalMode::Stderr, ColorChoice::Auto);
 }
 
-/// A panic's message and place, on one line.
-fn panic_line(info: &std::panic::PanicHookInfo<'_>) -> String {
-    let payload = info.payload();
-    let msg = payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(no message)");
-    let at = info
-        .location()
-        .map(|l| format!(" at {}:{}", l.file(), l.line()))
-        .unwrap_or_default();
-    format!(
-        "error: internal error (a bug, please report it){at}: {}",
-        msg.replace('\n', " ")
-    )
-}
-
-/// Replaces the default panic hook, which with RUST_BACKTRACE set symbolises a backtrace
-/// while holding the backtrace lock: in rustland_core's fixed heap that runs out of memory,
-/// and the allocation-error handler then waits for the same lock forever.  This hook
-/// prints one line and takes no lock; the panic then unwinds as usual: on the main thread
-/// the process exits 101 at once, on a helper thread its owner sees the thread fail (the
-/// scheduling thread is not made to stop by a helper's bug).
-fn install_panic_hook() {
-    std::panic::set_hook(Box::new(|info| {
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), "{}", panic_line(info));
-    }));
-}
-
 /// `set`'s KEY=VALUE pairs checked here, so that a typo is bad input (exit 2) whether
 /// or not an instance is running.  The running instance still checks the combination.
 fn check_set_changes(changes: &[String]) -> Result<(), String> {
@@ -345,29 +288,11 @@ fn check_set_changes(changes: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn exit_with(r: anyhow::Result<()>, default: u8) -> ExitCode {
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(exit::code_of(&e, default))
-        }
-    }
-}
-
 fn main() -> ExitCode {
-    install_panic_hook();
-    let opts = match Opts::try_parse() {
+    exit::install_panic_hook();
+    let opts = match exit::parse_args::<Opts>() {
         Ok(o) => o,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                let _ = e.print();
-                return ExitCode::SUCCESS;
-            }
-            eprintln!("{}", one_line_usage_error(&e.to_string()));
-            return ExitCode::from(exit::BAD_INPUT);
-        }
+        Err(code) => return code,
     };
     init_logging(opts.verbose);
     if let Some(cmd) = opts.command {
@@ -377,7 +302,7 @@ fn main() -> ExitCode {
                     eprintln!("error: {e}");
                     ExitCode::from(exit::BAD_INPUT)
                 }
-                Ok(()) => exit_with(
+                Ok(()) => exit::exit_with(
                     live::client_set(&changes, &live::control::socket_path(&socket)),
                     exit::RUNTIME,
                 ),
@@ -386,13 +311,21 @@ fn main() -> ExitCode {
                 json,
                 monitor,
                 socket,
-            } => exit_with(
+            } => exit::exit_with(
                 live::client_stats(json, monitor, &live::control::socket_path(&socket)),
                 exit::RUNTIME,
             ),
-            // Their only inputs are the command line and the files it names.
-            Command::Explain(a) => exit_with(scx_wakelab::explain::run(a), exit::BAD_INPUT),
-            Command::Sim(a) => exit_with(scx_wakelab::sim::run(a), exit::BAD_INPUT),
+            // Their only inputs are the command line and the files it names. They run in
+            // scx_wakelab-offline when it is installed beside us (the system allocator, not
+            // rustland_core's fixed heap); here only when it is not.
+            Command::Explain(a) => {
+                offline::hand_over();
+                exit::exit_with(scx_wakelab::explain::run(a), exit::BAD_INPUT)
+            }
+            Command::Sim(a) => {
+                offline::hand_over();
+                exit::exit_with(scx_wakelab::sim::run(a), exit::BAD_INPUT)
+            }
         };
     }
     // Bad policy flags are argument errors too: one line, before anything else.
@@ -411,7 +344,7 @@ fn main() -> ExitCode {
             trace_overwrite: opts.trace_overwrite,
         };
         if let Err(e) = live::check_files(&opts.socket, opts.trace.as_deref(), &files) {
-            return exit_with(Err(e), exit::RUNTIME);
+            return exit::exit_with(Err(e), exit::RUNTIME);
         }
         let limits = supervise::Limits {
             max_failures: opts.restart_limit,
@@ -419,13 +352,13 @@ fn main() -> ExitCode {
         };
         return match supervise::run(limits, &opts.socket) {
             Ok(code) => ExitCode::from(code),
-            Err(e) => exit_with(Err(e), exit::RUNTIME),
+            Err(e) => exit::exit_with(Err(e), exit::RUNTIME),
         };
     }
     // Root first: a non-root user hears the one thing to change, not a
     // complaint about a socket path root owns.
     if let Err(e) = live::env_checks::check_root(unsafe { libc::geteuid() }) {
-        return exit_with(Err(e), exit::RUNTIME);
+        return exit::exit_with(Err(e), exit::RUNTIME);
     }
     // Bad --socket, --socket-group or --trace paths: one line, exit 2, on
     // any host (they need no sched_ext to be judged).
@@ -434,14 +367,14 @@ fn main() -> ExitCode {
         trace_overwrite: opts.trace_overwrite,
     };
     if let Err(e) = live::check_files(&opts.socket, opts.trace.as_deref(), &files) {
-        return exit_with(Err(e), exit::RUNTIME);
+        return exit::exit_with(Err(e), exit::RUNTIME);
     }
     // Before anything is logged: "another scheduler is running" and the
     // like are one line too.
     if let Err(e) =
         live::env_checks::check_can_load(std::path::Path::new("/sys"), unsafe { libc::geteuid() })
     {
-        return exit_with(Err(e), exit::RUNTIME);
+        return exit::exit_with(Err(e), exit::RUNTIME);
     }
     info!(
         "scx_wakelab {} options: {:?}",
@@ -465,9 +398,9 @@ fn main() -> ExitCode {
         task_table_size: opts.task_table_size as usize,
         open_opts: opts.libbpf.clone().into_bpf_open_opts(),
     };
-    // An error marked scx_wakelab::explain::exit::BadInput (a bad --trace or --socket
+    // An error marked scx_wakelab::exit::BadInput (a bad --trace or --socket
     // path) exits 2, anything else 1.
-    exit_with(
+    exit::exit_with(
         live::run_scheduler(
             cfg,
             policy,
@@ -483,35 +416,6 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
-
-    /// The hook's line: one line with the message and the place, even for a message of
-    /// several lines, and nothing that reads like the default hook's "panicked".
-    #[test]
-    fn panic_line_is_one_line_with_message_and_place() {
-        static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(|info| {
-            SEEN.lock().unwrap().push(panic_line(info));
-        }));
-        let r1 = std::panic::catch_unwind(|| panic!("bad {}\nsecond line", 7));
-        let r2 = std::panic::catch_unwind(|| std::panic::panic_any(42u8));
-        std::panic::set_hook(previous);
-        assert!(r1.is_err() && r2.is_err());
-        let seen = SEEN.lock().unwrap();
-        assert_eq!(seen.len(), 2, "{seen:?}");
-        assert!(
-            seen[0].starts_with("error: internal error (a bug, please report it) at src/main.rs:"),
-            "{}",
-            seen[0]
-        );
-        assert!(seen[0].ends_with(": bad 7 second line"), "{}", seen[0]);
-        assert!(seen[1].ends_with(": (no message)"), "{}", seen[1]);
-        assert!(
-            seen.iter()
-                .all(|l| !l.contains('\n') && !l.contains("panicked"))
-        );
-    }
 
     #[test]
     fn set_changes_are_checked_before_asking_the_instance() {

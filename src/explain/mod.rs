@@ -14,10 +14,11 @@
 //! Errors are one line and name the field: `seed1.json: task.prev_cpu: invalid type: string
 //! "x", expected usize (line 9, column 23)`.
 
-pub mod exit;
 pub mod json_path;
 pub mod scenario;
 pub mod sysfs;
+
+use crate::exit;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -39,7 +39,7 @@ use super::stats::LiveMetrics;
 /// An error in what the caller named (a path, a group): exit 2, not 1.
 macro_rules! bail_input {
     ($($arg:tt)*) => {
-        return Err(scx_wakelab::explain::exit::BadInput(format!($($arg)*)).into())
+        return Err(scx_wakelab::exit::BadInput(format!($($arg)*)).into())
     };
 }
 
@@ -1139,7 +1139,7 @@ mod tests {
         let early = check_socket(path, &root_only()).unwrap_err().to_string();
         let e = try_start(path).unwrap_err();
         assert_eq!(early, e.to_string());
-        let code = scx_wakelab::explain::exit::code_of(&e, 1);
+        let code = scx_wakelab::exit::code_of(&e, 1);
         let msg = e.to_string();
         let runtime = msg.contains("already running") || msg.contains("cannot tell");
         let want = if runtime { 1 } else { 2 };
@@ -1222,7 +1222,7 @@ mod tests {
         let slash = PathBuf::from(format!("{}/", temp_socket("slash").display()));
         for p in [&missing, &slash] {
             let e = check_socket(p, &root_only()).unwrap_err();
-            assert_eq!(scx_wakelab::explain::exit::code_of(&e, 1), 2, "{e}");
+            assert_eq!(scx_wakelab::exit::code_of(&e, 1), 2, "{e}");
             assert!(
                 e.to_string().contains("cannot create the control socket"),
                 "{e}"

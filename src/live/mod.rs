@@ -307,7 +307,7 @@ enum TraceRefusal {
 
 fn trace_refusal(path: &Path, why: TraceRefusal) -> anyhow::Error {
     let p = path.display();
-    scx_wakelab::explain::exit::BadInput(match why {
+    scx_wakelab::exit::BadInput(match why {
         TraceRefusal::Link => {
             format!("the trace file {p} is a symbolic link; refusing to write through it")
         }
@@ -327,7 +327,7 @@ fn check_trace_path(path: &Path, overwrite: bool) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // "new/" names a directory to be, never a file we could create.
             if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
-                return Err(scx_wakelab::explain::exit::BadInput(format!(
+                return Err(scx_wakelab::exit::BadInput(format!(
                     "cannot create the trace file {}: the path ends in '/'",
                     path.display()
                 ))
@@ -338,7 +338,7 @@ fn check_trace_path(path: &Path, overwrite: bool) -> Result<()> {
                 _ => Path::new("."),
             };
             if !dir.is_dir() {
-                return Err(scx_wakelab::explain::exit::BadInput(format!(
+                return Err(scx_wakelab::exit::BadInput(format!(
                     "cannot create the trace file {}: {} is not a directory",
                     path.display(),
                     dir.display()
@@ -347,7 +347,7 @@ fn check_trace_path(path: &Path, overwrite: bool) -> Result<()> {
             }
             Ok(())
         }
-        Err(e) => Err(scx_wakelab::explain::exit::BadInput(format!(
+        Err(e) => Err(scx_wakelab::exit::BadInput(format!(
             "cannot use the trace file {}: {e}",
             path.display()
         ))
@@ -368,7 +368,7 @@ fn open_trace_file(path: &Path, overwrite: bool) -> Result<std::fs::File> {
     // A refusal of the path the caller named is bad input: exit 2, not 1.
     macro_rules! bail_input {
         ($($arg:tt)*) => {
-            return Err(scx_wakelab::explain::exit::BadInput(format!($($arg)*)).into())
+            return Err(scx_wakelab::exit::BadInput(format!($($arg)*)).into())
         };
     }
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -473,8 +473,8 @@ mod tests {
             "{early} / {e}"
         );
         assert_eq!(
-            scx_wakelab::explain::exit::code_of(&e, 1),
-            scx_wakelab::explain::exit::BAD_INPUT,
+            scx_wakelab::exit::code_of(&e, 1),
+            scx_wakelab::exit::BAD_INPUT,
             "{e:#}"
         );
         e.to_string()
@@ -549,8 +549,8 @@ mod tests {
         for overwrite in [false, true] {
             let e = super::check_trace_path(&p, overwrite).unwrap_err();
             assert_eq!(
-                scx_wakelab::explain::exit::code_of(&e, 1),
-                scx_wakelab::explain::exit::BAD_INPUT
+                scx_wakelab::exit::code_of(&e, 1),
+                scx_wakelab::exit::BAD_INPUT
             );
             assert!(e.to_string().contains("ends in '/'"), "{e}");
         }
