@@ -336,16 +336,28 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::BAD_INPUT);
         }
     };
-    if opts.supervise && !supervise::is_child() {
-        // Bad paths: one line and exit 2 before any child starts, not the child's
-        // refusal among the supervisor's own lines.
-        let files = live::FileOptions {
-            socket_group: opts.socket_group.clone(),
-            trace_overwrite: opts.trace_overwrite,
-        };
-        if let Err(e) = live::check_files(&opts.socket, opts.trace.as_deref(), &files) {
-            return exit::exit_with(Err(e), exit::RUNTIME);
-        }
+    // Root first: a non-root user hears the one thing to change, not a
+    // complaint about a socket path root owns, and a supervisor does not
+    // restart children that can only fail.
+    if let Err(e) = live::env_checks::check_root(unsafe { libc::geteuid() }) {
+        return exit::exit_with(Err(e), exit::RUNTIME);
+    }
+    let supervised_child = opts.supervise && supervise::is_child();
+    let trace = match opts.trace.as_deref() {
+        Some(p) if supervised_child => Some(supervise::trace_path_of_child(p)),
+        p => p.map(std::path::Path::to_path_buf),
+    };
+    // Bad --socket, --socket-group or --trace paths: one line, exit 2, on
+    // any host (they need no sched_ext to be judged), and before a
+    // supervisor starts any child.
+    let files = live::FileOptions {
+        socket_group: opts.socket_group.clone(),
+        trace_overwrite: opts.trace_overwrite,
+    };
+    if let Err(e) = live::check_files(&opts.socket, trace.as_deref(), &files) {
+        return exit::exit_with(Err(e), exit::RUNTIME);
+    }
+    if opts.supervise && !supervised_child {
         let limits = supervise::Limits {
             max_failures: opts.restart_limit,
             first_delay: std::time::Duration::from_secs_f64(opts.restart_delay),
@@ -354,20 +366,6 @@ fn main() -> ExitCode {
             Ok(code) => ExitCode::from(code),
             Err(e) => exit::exit_with(Err(e), exit::RUNTIME),
         };
-    }
-    // Root first: a non-root user hears the one thing to change, not a
-    // complaint about a socket path root owns.
-    if let Err(e) = live::env_checks::check_root(unsafe { libc::geteuid() }) {
-        return exit::exit_with(Err(e), exit::RUNTIME);
-    }
-    // Bad --socket, --socket-group or --trace paths: one line, exit 2, on
-    // any host (they need no sched_ext to be judged).
-    let files = live::FileOptions {
-        socket_group: opts.socket_group.clone(),
-        trace_overwrite: opts.trace_overwrite,
-    };
-    if let Err(e) = live::check_files(&opts.socket, opts.trace.as_deref(), &files) {
-        return exit::exit_with(Err(e), exit::RUNTIME);
     }
     // Before anything is logged: "another scheduler is running" and the
     // like are one line too.
@@ -406,7 +404,7 @@ fn main() -> ExitCode {
             policy,
             opts.stats,
             &opts.socket,
-            opts.trace.as_deref(),
+            trace.as_deref(),
             &files,
         ),
         exit::RUNTIME,

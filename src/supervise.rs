@@ -35,6 +35,9 @@ use log::{info, warn};
 /// the scheduler itself instead of supervising again. Trusted only when it
 /// names the child's actual parent (is_child).
 pub const CHILD_ENV: &str = "SCX_WAKELAB_SUPERVISOR_PID";
+/// Which start of the supervised scheduler a child is: 1, 2 after the first
+/// restart, ... (read only in a child whose CHILD_ENV names its parent).
+const START_ENV: &str = "SCX_WAKELAB_START";
 
 /// A child that ran this long was healthy: its failure starts a new count.
 const STABLE_RUN: Duration = Duration::from_secs(60);
@@ -137,10 +140,14 @@ pub fn run(limits: Limits, socket: &Path) -> Result<u8> {
     keep_running_on_sighup()?;
 
     let me = std::process::id();
+    let mut starts = 0u32;
     let mut spawn = || {
+        starts += 1;
         let mut cmd = Command::new(&exe);
         // Our own pid replaces whatever CHILD_ENV we inherited.
-        cmd.args(&args).env(CHILD_ENV, me.to_string());
+        cmd.args(&args)
+            .env(CHILD_ENV, me.to_string())
+            .env(START_ENV, starts.to_string());
         let parent = me as libc::pid_t;
         // SAFETY: tie_to_supervisor makes only async-signal-safe calls and
         // does not allocate, as the code between fork and exec must.
@@ -149,6 +156,27 @@ pub fn run(limits: Limits, socket: &Path) -> Result<u8> {
             .with_context(|| format!("starting {}", exe.display()))
     };
     supervise(&mut spawn, &limits, socket, &LIVENESS, &stop)
+}
+
+/// Where a supervised child writes its --trace: FILE for the first start,
+/// FILE.2, FILE.3, ... for restarts, so that a restart neither finds the
+/// previous run's trace in its way (refused without --trace-overwrite) nor
+/// replaces the record of the run that failed. Call only when is_child().
+pub fn trace_path_of_child(path: &Path) -> std::path::PathBuf {
+    let start = std::env::var(START_ENV)
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        .unwrap_or(1);
+    trace_path_of_start(path, start)
+}
+
+fn trace_path_of_start(path: &Path, start: u32) -> std::path::PathBuf {
+    if start <= 1 {
+        return path.to_path_buf();
+    }
+    let mut p = path.as_os_str().to_owned();
+    p.push(format!(".{start}"));
+    p.into()
 }
 
 /// In the child, between fork and exec.
@@ -563,6 +591,17 @@ fn code_of(s: ExitStatus) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn restarts_trace_to_numbered_files() {
+        let p = Path::new("/var/tmp/run.jsonl");
+        assert_eq!(trace_path_of_start(p, 1), p);
+        assert_eq!(trace_path_of_start(p, 2), Path::new("/var/tmp/run.jsonl.2"));
+        assert_eq!(
+            trace_path_of_start(p, 11),
+            Path::new("/var/tmp/run.jsonl.11")
+        );
+    }
 
     #[test]
     fn statuses_are_described_as_a_shell_would() {

@@ -180,8 +180,9 @@ kernel_evidence 4
 wait_state disabled 10 >/dev/null
 
 # --- 3. SIGKILL of the agent mid-load, supervised ---------------------------
-case_ sigkill "SIGKILL to the agent 5 s into a load, under \`scx_wakelab --supervise --restart-delay 3\`; then SIGTERM to the supervisor"
-scx_wakelab --supervise --restart-delay 3 >/tmp/kill.sched 2>&1 &
+case_ sigkill "SIGKILL to the agent 5 s into a load, under \`scx_wakelab --supervise --restart-delay 3 --trace /tmp/kill.jsonl\`; then SIGTERM to the supervisor"
+rm -f /tmp/kill.jsonl /tmp/kill.jsonl.2
+scx_wakelab --supervise --restart-delay 3 --trace /tmp/kill.jsonl >/tmp/kill.sched 2>&1 &
 SUP=$!
 if wait_state enabled 30; then pass sigkill_scheduler_enabled; else fail sigkill_scheduler_enabled "state $(sched_state)"; fi
 CHILD=$(child_pid /tmp/kill.sched)
@@ -213,6 +214,10 @@ load_finished sigkill kill
 D=$(counter nr_agent_dispatches)
 evid counters "restarted agent: nr_agent_dispatches $D"
 if [ "${D:-0}" -gt 0 ]; then pass sigkill_restarted_agent_places_tasks; else fail sigkill_restarted_agent_places_tasks "nr_agent_dispatches ${D:-none}"; fi
+# The restart traces to a file of its own; the killed run's trace stays.
+evid traces "$(wc -l /tmp/kill.jsonl /tmp/kill.jsonl.2 2>&1 | grep -v total | tr '\n' ';')"
+if [ -s /tmp/kill.jsonl ] && [ -s /tmp/kill.jsonl.2 ]; then pass sigkill_restart_traces_beside_the_first
+else fail sigkill_restart_traces_beside_the_first "$(ls -l /tmp/kill.jsonl* 2>&1 | tr '\n' ' ')"; fi
 kill -TERM "$SUP"
 wait $SUP
 RC=$?
