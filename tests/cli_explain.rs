@@ -6,9 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use scx_wakelab::explain::TraceRecord;
-use scx_wakelab::policy::{
-    Config, CpuSnapshot, Engine, TaskState, Topology, WakeCtx, WakerContext,
-};
+use scx_wakelab::explain::synthetic::SyntheticTrace;
+use scx_wakelab::policy::{Config, Topology};
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_scx_wakelab"));
@@ -317,33 +316,13 @@ fn topology_from_a_sysfs_tree() {
 #[test]
 fn trace_replay_counts_matches_and_fails_on_a_mismatch() {
     let topo = Topology::from_shape(2, 1, 4, 2).unwrap();
-    let cfg = Config::from_preset("v6.12").unwrap();
-    let mut engine = Engine::new(topo.clone(), cfg).unwrap();
     let n = topo.nr_cpus();
-    let mut lines = Vec::new();
-    for i in 0..30u64 {
-        let cpus: Vec<CpuSnapshot> = (0..n)
-            .map(|c| match (c as u64 * 7 + i) % 4 {
-                0 => CpuSnapshot::idle(),
-                1 => CpuSnapshot {
-                    nr_delayed: 1,
-                    ..CpuSnapshot::busy(2)
-                },
-                _ => CpuSnapshot::busy(1),
-            })
-            .collect();
-        let mut t = TaskState::new(40, (i as usize * 5) % n, n);
-        t.recent_used_cpu = Some((i as usize + 3) % n);
-        let mut w = WakeCtx::sync((i as usize * 3) % n, TaskState::new(41, 0, n), i * 10_000);
-        if i % 3 == 0 {
-            w.waker_context = WakerContext::Softirq;
-        }
-        let (t0, w0, llc0) = (t, w, engine.llc_states().to_vec());
-        let d = engine.select_cpu(&cpus, &mut t, &mut w);
-        let mut rec = TraceRecord::new(&topo, &cfg, &llc0, &cpus, &t0, &w0, &d);
-        rec.seq = Some(i);
-        lines.push(rec.to_json_line());
-    }
+    let cfg = Config::from_preset("v6.12").unwrap();
+    let mut lines: Vec<String> = SyntheticTrace::new(topo, cfg)
+        .unwrap()
+        .take(30)
+        .map(|r| r.to_json_line())
+        .collect();
     let p = tmp("trace.jsonl");
     std::fs::write(&p, lines.join("\n") + "\n").unwrap();
     let out = explain(&["--trace", p.to_str().unwrap()]);
@@ -385,28 +364,13 @@ fn trace_replay_counts_matches_and_fails_on_a_mismatch() {
 }
 
 /// `n` valid trace records (JSON lines without newlines) on a small machine.
-fn trace_lines(n: u64) -> Vec<String> {
+fn trace_lines(n: usize) -> Vec<String> {
     let topo = Topology::from_shape(1, 2, 2, 2).unwrap();
     let cfg = Config::from_preset("mainline").unwrap();
-    let mut engine = Engine::new(topo.clone(), cfg).unwrap();
-    let nr = topo.nr_cpus();
-    (0..n)
-        .map(|i| {
-            let cpus: Vec<CpuSnapshot> = (0..nr)
-                .map(|c| {
-                    if (c as u64 + i).is_multiple_of(3) {
-                        CpuSnapshot::idle()
-                    } else {
-                        CpuSnapshot::busy(1)
-                    }
-                })
-                .collect();
-            let mut t = TaskState::new(7, (i as usize) % nr, nr);
-            let mut w = WakeCtx::sync((i as usize * 3) % nr, TaskState::new(8, 0, nr), i * 1000);
-            let (t0, w0, llc0) = (t, w, engine.llc_states().to_vec());
-            let d = engine.select_cpu(&cpus, &mut t, &mut w);
-            TraceRecord::new(&topo, &cfg, &llc0, &cpus, &t0, &w0, &d).to_json_line()
-        })
+    SyntheticTrace::new(topo, cfg)
+        .unwrap()
+        .take(n)
+        .map(|r| r.to_json_line())
         .collect()
 }
 

@@ -16,6 +16,7 @@
 
 pub mod json_path;
 pub mod scenario;
+pub mod synthetic;
 pub mod sysfs;
 
 use crate::exit;
@@ -1189,7 +1190,6 @@ pub fn replay_trace_reader<R: BufRead>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{CpuSet, WakerContext};
 
     fn barry() -> Scenario {
         parse_json(
@@ -1334,34 +1334,12 @@ mod tests {
     fn trace_records_round_trip_and_replay() {
         let topo = Topology::from_shape(1, 2, 2, 2).unwrap();
         let cfg = Config::from_preset_with("v5.15", &["recent_used=search-target"]).unwrap();
-        let mut engine = Engine::new(topo.clone(), cfg).unwrap();
-        let mut lines = Vec::new();
         let n = topo.nr_cpus();
-        for i in 0..40u64 {
-            let cpus: Vec<CpuSnapshot> = (0..n)
-                .map(|c| {
-                    if (c as u64 + i).is_multiple_of(3) {
-                        CpuSnapshot::idle()
-                    } else {
-                        CpuSnapshot::busy(1 + (c as u32 + i as u32) % 2)
-                    }
-                })
-                .collect();
-            let mut t = TaskState::new(7, (i as usize * 3) % n, n);
-            t.recent_used_cpu = Some((i as usize + 1) % n);
-            let mut w = WakeCtx::sync((i as usize * 5) % n, TaskState::new(8, 0, n), i * 1000);
-            if i % 4 == 0 {
-                w.waker_context = WakerContext::Softirq;
-            }
-            if i % 7 == 0 {
-                t.allowed = CpuSet::from_cpus([1, 2, 5]);
-            }
-            let (t0, w0, llc0) = (t, w, engine.llc_states().to_vec());
-            let d = engine.select_cpu(&cpus, &mut t, &mut w);
-            let mut rec = TraceRecord::new(&topo, &cfg, &llc0, &cpus, &t0, &w0, &d);
-            rec.seq = Some(i);
-            lines.push(rec.to_json_line());
-        }
+        let mut lines: Vec<String> = synthetic::SyntheticTrace::new(topo, cfg)
+            .unwrap()
+            .take(40)
+            .map(|r| r.to_json_line())
+            .collect();
         let replay =
             |text: &str| replay_trace(text, "t.jsonl", Path::new("."), &PolicyOverride::default());
         let text = lines.join("\n");
