@@ -226,15 +226,11 @@ volatile u32 idle_balance_req[WL_MAX_CPUS];
  * newidle_balance() leaves the CPU idle until the decision is applied
  * (move_decided() clears the mark) or WL_OWN_WAKEE_WAIT_NS passes. The
  * bound covers the agent's round trip under QEMU TCG (p50 0.5-1 ms in the
- * lab); on real hardware the decision clears it long before. lat_ctx -P 8
- * rings of 16 in the VM, 2026-12-02: newly-idle pulls 6545 -> 1868 per two
- * runs (no delayed dequeue), lat_ctx 2.5 -> 2.0 ms. Off by default
- * (--newidle-wait-own-wakee): that is one A/B pair under TCG, and with lat_ctx
- * rings of 2 (tests/vm/live_flags.sh, v6.12 preset) the affine rate fell
- * from 35-50% to 24-35%. That was not only because CPUs left idle for their
- * wakee looked idle to the agent: since the agent describes them as busy
- * (src/live/placement.rs), lab quick runs with rings of 2 still fall, 70.9%
- * -> 36.1% without delayed dequeue (2026-12-03).
+ * lab); on real hardware the decision clears it long before. Off by default
+ * (--newidle-wait-own-wakee): it cut newly-idle pulls in lat_ctx rings of 16
+ * but lowered the affine rate of rings of 2, even after the agent began
+ * describing such CPUs as busy (src/live/placement.rs); the runs are in
+ * docs/benchmarks/bpf-heuristics-notes.md.
  */
 const volatile bool newidle_wait_own_wakee;
 #define WL_OWN_WAKEE_WAIT_NS	2000000ULL
@@ -1416,12 +1412,11 @@ static bool newidle_balance(s32 cpu, u64 now)
  * the rate limit (fair.c's nohz.next_balance keeps it to about one balance
  * per jiffy too).
  *
- * Off by default (--idle-balance): under QEMU TCG it makes lmbench
- * `lat_ctx -P 8` about twice as slow (2.0-3.6 ms -> 4.2-7.6 ms, v6.12 preset
- * without delayed dequeue, three VM runs on 2026-12-02) after only 20-70
- * pulls per run, for reasons not yet understood; what it buys is fair.c's
- * back-and-forth in the seed-1 scenario (tools/lab: 50-78 qperf cross-node
- * moves per run without the seed-1 flag, 0 with it).
+ * Off by default (--idle-balance): under QEMU TCG it made lmbench
+ * `lat_ctx -P 8` about twice as slow after only a few dozen pulls per run,
+ * for reasons not yet understood; what it buys is fair.c's back-and-forth
+ * in the seed-1 scenario. The runs are in
+ * docs/benchmarks/bpf-heuristics-notes.md.
  */
 static void idle_balance_kick(u32 busy)
 {

@@ -94,7 +94,8 @@ struct Opts {
     /// Kick idle CPUs to pull tasks waiting behind a busy CPU's current
     /// task, from an overloaded node too (the analogue of fair.c's nohz idle
     /// balance; a CPU that is just going idle pulls in any case). Off by
-    /// default: in the VM it slows lmbench lat_ctx about twofold.
+    /// default: in the VM it slowed lmbench lat_ctx
+    /// (docs/benchmarks/bpf-heuristics-notes.md).
     #[arg(long)]
     idle_balance: bool,
 
@@ -108,9 +109,9 @@ struct Opts {
     /// A CPU whose sync waker just woke a task that last ran there waits (up
     /// to 2 ms) for the agent to place that task instead of pulling another
     /// one when it goes idle; in the kernel the wakee would already be queued
-    /// there. Off by default: measured in the VM only (lat_ctx -P 8 rings of
-    /// 16: newly-idle pulls 6545 -> 1868, lat_ctx 2.5 -> 2.0 ms), and it
-    /// lowers the affine rate of rings of 2.
+    /// there. Off by default: it helped lat_ctx rings of 16 in the VM but
+    /// lowers the affine rate of rings of 2
+    /// (docs/benchmarks/bpf-heuristics-notes.md).
     #[arg(long)]
     newidle_wait_own_wakee: bool,
 
