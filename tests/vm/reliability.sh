@@ -426,7 +426,7 @@ kernel_evidence 4
 # 4 ms), so its wake-up rate is fixed and a slowed agent shows as fewer
 # decisions per second and a later wake-up; a saturating load (sched pipe)
 # varied 30-40% between quiet 5 s windows under TCG, too much to decide.
-case_ hostile_clients "nobody runs stats, set and a flood; root runs, 4 times, a 100 MB flood and 3 one-byte-per-4-s clients beside cyclictest -t 4 -i 4000"
+case_ hostile_clients "nobody runs stats, set and a flood; root runs, 6 times, a 100 MB flood and 3 one-byte-per-4-s clients beside cyclictest -t 4 -i 4000"
 $T --foreground --preserve-status 300 scx_wakelab >/tmp/host.sched 2>&1 &
 SCHED=$!
 if wait_state enabled 30; then pass hostile_scheduler_enabled; else fail hostile_scheduler_enabled "state $(sched_state)"; fi
@@ -460,8 +460,13 @@ decisions_per_s() {
 # hostile_round N: a 100 MB flood and 3 one-byte-per-4-s clients, started
 # together; their reports in /tmp/flood.N and /tmp/drip.N.K.
 hostile_round() {
-    for k in 1 2 3; do sockclient drip /run/scx_wakelab.sock 12 4 >/tmp/drip.$1.$k 2>&1 & done
+    CLIENTS=
+    for k in 1 2 3; do
+        sockclient drip /run/scx_wakelab.sock 12 4 >/tmp/drip.$1.$k 2>&1 &
+        CLIENTS="$CLIENTS $!"
+    done
     sockclient flood /run/scx_wakelab.sock 100000000 >/tmp/flood.$1 2>&1 &
+    CLIENTS="$CLIENTS $!"
 }
 # decisions_per_s SECS, with cyclictest beside it; its latency in /tmp/cyc.out.
 paced_window() {
@@ -475,59 +480,71 @@ cyc_latency() {
     sed -n 's/.*Avg: *\([0-9]*\) Max: *\([0-9]*\).*/\1 \2/p' /tmp/cyc.out |
         awk '{ a += $1; if ($2 > m) m = $2; n++ } END { if (n) printf "avg %.0f max %d", a / n, m; else printf "none" }'
 }
-# Undisturbed and disturbed 5 s windows interleaved, 4 of each, so that a
-# drift of the emulator's speed (a busy host) falls on both alike.
+# Pairs of 5 s windows, undisturbed then disturbed, 6 pairs, each pair
+# judged on its own ratio: a drift of the emulator's speed (a busy host)
+# falls on both windows of a pair alike.
+PAIRS=6
 QUIET=; LOUD=; QLAT=; LLAT=
 if command -v sockclient >/dev/null && command -v cyclictest >/dev/null; then
-    for r in 1 2 3 4; do
+    r=0
+    while [ $r -lt $PAIRS ]; do
+        r=$((r + 1))
         QUIET="$QUIET $(paced_window 5)"
         QLAT="$QLAT; $(cyc_latency)"
         hostile_round $r
+        if [ $r = 1 ]; then
+            # While the three drips hold their connections (1 s in, of the 5 s
+            # the server gives them), an ordinary request is answered.
+            ( sleep 1; t0=$(cut -d' ' -f1 /proc/uptime)
+              $T 5 scx_wakelab stats --json >/tmp/stats.during 2>&1
+              echo "$? $(awk -v s="$t0" -v e="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN { printf "%.1f", e - s }')" >/tmp/stats.took ) &
+            ASK=$!
+        fi
         LOUD="$LOUD $(paced_window 5)"
         LLAT="$LLAT; $(cyc_latency)"
         if [ $r = 1 ]; then
-            # While three clients hold connections, an ordinary request is answered.
-            t0=$(cut -d' ' -f1 /proc/uptime)
-            $T 5 scx_wakelab stats --json >/tmp/stats.during 2>&1
-            rc=$?
-            took=$(awk -v s="$t0" -v e="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN { printf "%.1f", e - s }')
-            evid stats_beside_clients "exit $rc in ${took} s"
-            if [ $rc = 0 ] && grep -q nr_decisions /tmp/stats.during; then pass stats_answered_beside_hostile_clients
+            wait $ASK
+            read -r rc took </tmp/stats.took
+            evid stats_beside_clients "asked 1 s after the clients connected: exit $rc in ${took} s"
+            if [ "$rc" = 0 ] && grep -q nr_decisions /tmp/stats.during; then pass stats_answered_beside_hostile_clients
             else fail stats_answered_beside_hostile_clients "exit $rc: $(head -c 200 /tmp/stats.during)"; fi
         fi
-        sleep 8  # the drips end (the server hangs up at 5 s, the client at 12 s)
+        # The server hangs up on the drips at 5 s; they stop when they see it.
+        wait $CLIENTS
     done
     evid flood "$(cat /tmp/flood.1)"
     for k in 1 2 3; do evid "drip$k" "$(cat /tmp/drip.1.$k)"; done
     cut_floods=$(cat /tmp/flood.* | grep "answer: 'error request longer" | sed -n 's/.*server took \([0-9]*\) of.*/\1/p' | awk '$1 < 10000000' | wc -l)
-    if [ "$cut_floods" = 4 ]; then pass flood_client_cut_off
-    else fail flood_client_cut_off "$cut_floods of 4 floods cut off: $(cat /tmp/flood.* | tr '\n' ' ')"; fi
+    if [ "$cut_floods" = "$PAIRS" ]; then pass flood_client_cut_off
+    else fail flood_client_cut_off "$cut_floods of $PAIRS floods cut off: $(cat /tmp/flood.* | tr '\n' ' ')"; fi
     cut_drips=$(cat /tmp/drip.*.* | grep -c 'held [0-7]\.[0-9] s, then: the server')
-    if [ "$cut_drips" = 12 ]; then pass slow_clients_cut_off
-    else fail slow_clients_cut_off "$cut_drips of 12 cut off: $(cat /tmp/drip.1.* | tr '\n' ' ')"; fi
+    if [ "$cut_drips" = $((3 * PAIRS)) ]; then pass slow_clients_cut_off
+    else fail slow_clients_cut_off "$cut_drips of $((3 * PAIRS)) cut off: $(cat /tmp/drip.1.* | tr '\n' ' ')"; fi
 else
     fail hostile_clients_built "sockclient or cyclictest missing in the guest (tools/vm-tests builds tests/vm/sockclient.c with the host's C compiler and copies the host's cyclictest)"
 fi
 evid decision_rate "decisions/s in 5 s windows, undisturbed:$QUIET; with the clients:$LOUD"
 evid wakeup_latency "cyclictest us, undisturbed$QLAT; with the clients$LLAT"
-# The disturbed mean within 10% of the undisturbed mean, when the undisturbed
-# mean is known to better than 5% (standard error); otherwise the emulator is
-# too noisy here to decide, and that fails.
+# Each pair's ratio, disturbed over undisturbed; their mean within 10% of 1,
+# when that mean is known to better than 5% (standard error); otherwise the
+# emulator is too noisy here to decide, and that fails.
 verdict=$(echo "$QUIET" "|" "$LOUD" | awk '{
     side = 0
     for (i = 1; i <= NF; i++) {
         if ($i == "|") { side = 1; continue }
-        if (side) { nl++; sl += $i } else { nq++; sq += $i; qq += $i * $i }
+        if (side) l[++nl] = $i; else q[++nq] = $i
     }
-    if (nq < 2 || nl < 1 || sq <= 0) { print "no measurement"; exit }
-    mq = sq / nq; ml = sl / nl
-    var = (qq - nq * mq * mq) / (nq - 1); if (var < 0) var = 0
-    # busybox awk has no sqrt: compare squares (standard error <= 5% of the mean).
-    noisy = var / nq > (0.05 * mq) * (0.05 * mq)
-    dev = (ml - mq) / mq
-    if (noisy) printf "undisturbed mean %.0f varies too much (variance %.0f over %d windows): too noisy to decide", mq, var, nq
-    else if (dev < -0.10 || dev > 0.10) printf "disturbed mean %.0f is %+.0f%% from the undisturbed %.0f", ml, 100 * dev, mq
-    else printf "ok: disturbed mean %.0f, %+.0f%% from the undisturbed %.0f", ml, 100 * dev, mq }')
+    if (nq < 2 || nq != nl) { print "no measurement"; exit }
+    for (i = 1; i <= nq; i++) {
+        if (q[i] <= 0) { print "no decisions in an undisturbed window"; exit }
+        r = l[i] / q[i]; s += r; ss += r * r
+    }
+    m = s / nq
+    var = (ss - nq * m * m) / (nq - 1); if (var < 0) var = 0
+    # busybox awk has no sqrt: compare squares (standard error <= 5%).
+    if (var / nq > 0.05 * 0.05) printf "disturbed/undisturbed ratios vary too much (mean %.2f, variance %.3f over %d pairs): too noisy to decide", m, var, nq
+    else if (m < 0.90 || m > 1.10) printf "disturbed/undisturbed ratio %.2f over %d pairs", m, nq
+    else printf "ok: disturbed/undisturbed ratio %.2f over %d pairs", m, nq }')
 evid decision_rate_verdict "$verdict"
 case "$verdict" in ok:*) pass decision_rate_undisturbed_by_clients ;; *) fail decision_rate_undisturbed_by_clients "$verdict" ;; esac
 expect_eq hostile_scheduler_still_enabled "$(sched_state)" enabled
