@@ -24,29 +24,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use scx_wakelab::policy::{
     Config, CpuSnapshot, Engine, TaskState, Topology, WAKE_SYNC, WAKE_TTWU, WakeCtx, WakerContext,
 };
-
-/// xorshift64*: deterministic inputs, no crates.
-struct XorShift(u64);
-
-impl XorShift {
-    fn new(seed: u64) -> Self {
-        XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, pct: u64) -> bool {
-        self.below(100) < pct
-    }
-}
+use scx_wakelab::sim::rng::XorShift;
 
 #[derive(Clone, Copy)]
 enum Mix {

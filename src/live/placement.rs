@@ -32,6 +32,7 @@ use std::sync::mpsc::SyncSender;
 use scx_wakelab::explain::TraceRecord;
 
 use crate::live::protocol::{CpuReading, Sleep, Wakeup};
+use scx_wakelab::policy::pelt;
 use scx_wakelab::policy::{
     Config, CpuDesc, CpuSet, CpuSnapshot, DelayedDequeue, Engine, TaskState, Topology, WAKE_SYNC,
     WakeCtx,
@@ -241,7 +242,7 @@ impl Placer {
         // One decay factor for the interval since the last batch, for all CPUs.
         let util_dt = now_ns.saturating_sub(self.util_last_ns);
         let util_decay = if self.util_last_ns != 0 && util_dt > 0 {
-            Some(pelt_decay(util_dt))
+            Some(pelt::decay(util_dt))
         } else {
             None
         };
@@ -527,14 +528,6 @@ fn task_table(cap: usize) -> PidMap<StoredTask> {
     PidMap::with_capacity_and_hasher(2 * cap, Default::default())
 }
 
-/// PELT's half-life: y^32 = 0.5 with 1 ms periods.
-const PELT_HALF_LIFE_NS: f64 = 32_000_000.0;
-
-/// How much of a PELT signal is left after `dt_ns`.
-fn pelt_decay(dt_ns: u64) -> f64 {
-    0.5f64.powf(dt_ns as f64 / PELT_HALF_LIFE_NS)
-}
-
 /// One step of a CPU's utilisation (`cpu_util_cfs()`, 0..=1024): the CPU ran
 /// tasks for `ran_ns` of the last `dt_ns`, evenly spread as far as we know.
 /// The kernel sums its tasks' running and blocked util signals; all decay at
@@ -742,7 +735,7 @@ mod tests {
 
     #[test]
     fn util_average_follows_pelt() {
-        let step = |avg, ran, dt| pelt_step(avg, ran, dt, pelt_decay(dt));
+        let step = |avg, ran, dt| pelt_step(avg, ran, dt, pelt::decay(dt));
         // Idle for one half-life halves it; busy for one, halfway to 1024.
         assert!((step(1024.0, 0, 32_000_000) - 512.0).abs() < 1e-9);
         assert!((step(0.0, 32_000_000, 32_000_000) - 512.0).abs() < 1e-9);

@@ -84,6 +84,7 @@ pub mod cpuset;
 pub mod delayed;
 pub mod engine;
 pub mod idle_scan;
+pub mod pelt;
 pub mod rules;
 pub mod topology;
 pub mod types;

@@ -50,21 +50,12 @@ use crate::policy::{
 
 use super::rng::XorShift;
 use super::spec::{HackbenchMode, ModelParams, SimSpec, Workload};
+use crate::policy::pelt;
 
-/// PELT's half-life: y^32 = 0.5 with 1 ms periods.
-const PELT_HALF_LIFE_NS: f64 = 32_000_000.0;
 /// `2 * sysctl_sched_migration_cost`, the cap of `rq->avg_idle`.
 const AVG_IDLE_MAX_NS: u64 = 1_000_000;
 /// A burst that never ends (CPU hogs).
 const FOREVER: u64 = u64::MAX / 4;
-
-fn decay(dt: u64) -> f64 {
-    if dt == 0 {
-        1.0
-    } else {
-        (-(dt as f64) / PELT_HALF_LIFE_NS).exp2()
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Run {
@@ -713,7 +704,7 @@ impl World {
     fn pelt_task(&mut self, t: usize) {
         let now = self.now;
         let task = &mut self.tasks[t];
-        let d = decay(now - task.last_pelt);
+        let d = pelt::decay(now - task.last_pelt);
         task.load = task.load * d
             + if task.runnable {
                 1024.0 * (1.0 - d)
@@ -729,7 +720,7 @@ impl World {
     fn pelt_cpu(&mut self, c: usize) {
         let now = self.now;
         let cpu = &mut self.cpus[c];
-        let d = decay(now - cpu.last_pelt);
+        let d = pelt::decay(now - cpu.last_pelt);
         cpu.load = cpu.load * d + 1024.0 * cpu.runnable_attached as f64 * (1.0 - d);
         cpu.util = cpu.util * d
             + if cpu.curr.is_some() {
