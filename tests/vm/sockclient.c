@@ -30,26 +30,28 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int connect_to(const char *path)
+/* A connection to PATH, or -1 after saying why as MODE's report line. */
+static int connect_to(const char *mode, const char *path)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	int fd;
 
 	if (strlen(path) >= sizeof(addr.sun_path)) {
 		errno = ENAMETOOLONG;
-		return -1;
+		fd = -1;
+	} else {
+		strcpy(addr.sun_path, path);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	}
-	strcpy(addr.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
 		int e = errno;
 
 		close(fd);
 		errno = e;
-		return -1;
+		fd = -1;
 	}
+	if (fd < 0)
+		printf("%s: cannot connect to %s: %s\n", mode, path, strerror(errno));
 	return fd;
 }
 
@@ -72,12 +74,10 @@ static int flood(const char *path, long long total)
 	long long sent = 0;
 	double t0 = now();
 	const char *why = "all sent";
-	int fd = connect_to(path);
+	int fd = connect_to("flood", path);
 
-	if (fd < 0) {
-		printf("flood: cannot connect to %s: %s\n", path, strerror(errno));
+	if (fd < 0)
 		return 1;
-	}
 	memset(chunk, 'x', sizeof(chunk));
 	while (sent < total) {
 		size_t n = total - sent < (long long)sizeof(chunk) ? total - sent : sizeof(chunk);
@@ -102,12 +102,10 @@ static int drip(const char *path, double secs, double gap)
 	int bytes = 0;
 	double t0 = now();
 	const char *why = "still open at the end";
-	int fd = connect_to(path);
+	int fd = connect_to("drip", path);
 
-	if (fd < 0) {
-		printf("drip: cannot connect to %s: %s\n", path, strerror(errno));
+	if (fd < 0)
 		return 1;
-	}
 	while (now() - t0 < secs) {
 		char peek;
 		ssize_t r = recv(fd, &peek, 1, MSG_DONTWAIT | MSG_PEEK);
