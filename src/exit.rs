@@ -61,6 +61,41 @@ pub fn code_of(e: &anyhow::Error, default: u8) -> u8 {
 /// clap's error as one line. Its first line names the flag and the problem,
 /// except when it ends in ':' and the indented lines below carry the names
 /// ("the following required arguments were not provided:\n  --supervise").
+/// Longest error line we print: an error quotes the input it refuses, and a
+/// 100 KB key or a 300-digit number should not come back whole.
+pub const MAX_LINE: usize = 1000;
+
+/// Longest word of an error line we print whole.
+const MAX_WORD: usize = 80;
+
+/// `line` made short enough to read: each word (a run without spaces) longer
+/// than MAX_WORD keeps its start and end around a count of what was left out
+/// (so "unknown flag 'xxx...'" still says "unknown flag"); a line still longer
+/// than MAX_LINE keeps its start and end the same way.
+pub fn clip(line: &str) -> String {
+    let words: Vec<String> = line.split(' ').map(|w| shorten(w, MAX_WORD)).collect();
+    shorten(&words.join(" "), MAX_LINE)
+}
+
+/// `s` if it has at most `max` characters, else its first two thirds and last
+/// third of `max`, the rest counted.
+fn shorten(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return s.to_string();
+    }
+    let (head, tail) = (max * 2 / 3, max / 3);
+    let start: String = s.chars().take(head).collect();
+    let end: String = s.chars().skip(n - tail).collect();
+    format!("{start}...({} characters)...{end}", n - head - tail)
+}
+
+/// Prints `msg` as the one error line of a command: "error: " and at most
+/// MAX_LINE characters of it.
+pub fn print_error(msg: &dyn std::fmt::Display) {
+    eprintln!("{}", clip(&format!("error: {msg}")));
+}
+
 pub fn one_line_usage_error(text: &str) -> String {
     let mut lines = text.lines();
     let mut out = lines
@@ -77,7 +112,7 @@ pub fn one_line_usage_error(text: &str) -> String {
             out = format!("{out} {}", names.join(", "));
         }
     }
-    out
+    clip(&out)
 }
 
 /// A panic's message and place, on one line.
@@ -92,10 +127,10 @@ fn panic_line(info: &std::panic::PanicHookInfo<'_>) -> String {
         .location()
         .map(|l| format!(" at {}:{}", l.file(), l.line()))
         .unwrap_or_default();
-    format!(
+    clip(&format!(
         "error: internal error (a bug, please report it){at}: {}",
         msg.replace('\n', " ")
-    )
+    ))
 }
 
 /// Replaces the default panic hook, which with RUST_BACKTRACE set symbolises a backtrace
@@ -132,7 +167,7 @@ pub fn exit_with(r: anyhow::Result<()>, default: u8) -> std::process::ExitCode {
     match r {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            print_error(&format_args!("{e:#}"));
             std::process::ExitCode::from(code_of(&e, default))
         }
     }
@@ -142,6 +177,27 @@ pub fn exit_with(r: anyhow::Result<()>, default: u8) -> std::process::ExitCode {
 mod tests {
     use super::*;
     use std::sync::Mutex;
+
+    #[test]
+    fn long_words_and_lines_are_clipped_with_a_count() {
+        assert_eq!(clip("short words stay"), "short words stay");
+        let word = "é".repeat(MAX_WORD);
+        assert_eq!(clip(&word), word);
+        // A long quoted input: the words around it stay whole.
+        let c = clip(&format!(
+            "error: unknown flag '{}'; known: a, b",
+            "x".repeat(12345)
+        ));
+        assert!(c.starts_with("error: unknown flag 'xxx"), "{c}");
+        assert!(c.ends_with("xxx'; known: a, b"), "{c}");
+        assert!(c.contains("...(12269 characters)..."), "{c}");
+        // Many words: the line itself is cut.
+        let c = clip(&"word ".repeat(1000));
+        assert!(c.chars().count() < MAX_LINE + 40, "{}", c.len());
+        assert!(c.contains("characters)..."), "{c}");
+        let usage = one_line_usage_error(&format!("error: invalid value '{}'", "9".repeat(5000)));
+        assert!(usage.chars().count() < MAX_WORD + 60, "{usage}");
+    }
 
     /// The hook's line: one line with the message and the place, even for a message of
     /// several lines, and nothing that reads like the default hook's "panicked".

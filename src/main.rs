@@ -300,7 +300,7 @@ fn main() -> ExitCode {
         return match cmd {
             Command::Set { changes, socket } => match check_set_changes(&changes) {
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    exit::print_error(&e);
                     ExitCode::from(exit::BAD_INPUT)
                 }
                 Ok(()) => exit::exit_with(
@@ -333,7 +333,7 @@ fn main() -> ExitCode {
     let policy = match opts.policy.to_config() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e}");
+            exit::print_error(&e);
             return ExitCode::from(exit::BAD_INPUT);
         }
     };
