@@ -121,6 +121,8 @@ volatile u64 nr_agent_stall_fallbacks;
 volatile u64 nr_stall_rescues;
 /* A decision for an older enqueue of the task (it was requeued meanwhile). */
 volatile u64 nr_stale_decisions;
+/* Fallback tasks taken before the CPU's own queue after waiting too long. */
+volatile u64 nr_fallback_starving;
 /* The chosen CPU was invalid or outside p->cpus_ptr: placed elsewhere. */
 volatile u64 nr_bounced_decisions;
 /* The task of a decision no longer exists. */
@@ -270,6 +272,8 @@ struct task_ctx {
 	u64 enq_cnt;
 	/* When the task was queued to the agent (0 when it was not). */
 	u64 enqueue_ns;
+	/* When the task entered WL_FALLBACK_DSQ (fallback_starving()). */
+	u64 fallback_ns;
 	/* CLOCK_MONOTONIC stamps for the hop histograms (enum wl_hop). */
 	u64 select_mono_ns;
 	u64 applied_mono_ns;
@@ -714,7 +718,11 @@ static bool agent_may_run_on(s32 cpu, u64 now)
 
 static void dispatch_fallback(struct task_struct *p, u64 enq_flags)
 {
-	hint_enter(lookup_task_ctx(p), WL_HINT_FALLBACK);
+	struct task_ctx *tctx = lookup_task_ctx(p);
+
+	if (tctx)
+		tctx->fallback_ns = bpf_ktime_get_ns();
+	hint_enter(tctx, WL_HINT_FALLBACK);
 	scx_bpf_dsq_insert(p, WL_FALLBACK_DSQ, slice_ns, enq_flags);
 	scx_bpf_kick_cpu(scx_bpf_task_cpu(p), SCX_KICK_IDLE);
 }
@@ -1566,12 +1574,46 @@ static void rescue_from_stalled_agent(u64 now)
 			tctx->awaiting_agent = 0;
 			tctx->enq_cnt++;
 		}
+		if (tctx)
+			tctx->fallback_ns = bpf_ktime_get_ns();
 		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, WL_FALLBACK_DSQ, 0)) {
 			hint_enter(tctx, WL_HINT_FALLBACK);
 			scx_bpf_kick_cpu(scx_bpf_task_cpu(p), SCX_KICK_IDLE);
 			__sync_fetch_and_add(&nr_stall_rescues, 1);
 		}
 	}
+}
+
+/*
+ * The fallback queue is shared, and a CPU takes from it only when its own
+ * queue is empty. A task there that only this CPU may run (an affinity of
+ * one CPU: stress-ng's affinity stressor, a rescued per-CPU task) waits as
+ * long as the agent keeps this CPU's queue busy: 6.7 s in one CI run, and
+ * the kernel's watchdog ejected us ("runnable task stall"). So a fallback
+ * task this CPU may run, waiting longer than WL_FALLBACK_MAX_WAIT_NS, goes
+ * first. The queue is in arrival order, so the first such task is the
+ * oldest, and it is the one scx_bpf_dsq_move_to_local() then takes.
+ */
+#define WL_FALLBACK_MAX_WAIT_NS 20000000ULL
+
+static bool fallback_starving(s32 cpu, u64 now)
+{
+	struct task_struct *p;
+	bool starving = false;
+
+	if (!may_be_queued(WL_HINT_FALLBACK))
+		return false;
+	bpf_for_each(scx_dsq, p, WL_FALLBACK_DSQ, 0) {
+		struct task_ctx *tctx;
+
+		if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+			continue;
+		tctx = lookup_task_ctx(p);
+		starving = tctx && tctx->fallback_ns &&
+			   time_delta(now, tctx->fallback_ns) > WL_FALLBACK_MAX_WAIT_NS;
+		break;
+	}
+	return starving;
 }
 
 void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
@@ -1602,6 +1644,11 @@ void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
 		}
 	}
 
+	if (fallback_starving(cpu, bpf_ktime_get_ns()) &&
+	    scx_bpf_dsq_move_to_local(WL_FALLBACK_DSQ, 0)) {
+		__sync_fetch_and_add(&nr_fallback_starving, 1);
+		return;
+	}
 	if (may_be_queued(cpu) && scx_bpf_dsq_move_to_local(cpu, 0))
 		return;
 	if (may_be_queued(WL_HINT_FALLBACK) && scx_bpf_dsq_move_to_local(WL_FALLBACK_DSQ, 0))

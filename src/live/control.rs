@@ -1096,9 +1096,18 @@ mod tests {
         let held: Vec<UnixStream> = (0..MAX_CLIENTS)
             .map(|_| UnixStream::connect(&path).unwrap())
             .collect();
-        // Let the accept thread take all of them before the next one.
-        std::thread::sleep(Duration::from_millis(300));
-        let e = request(&path, "stats").unwrap_err().to_string();
+        // Once the accept thread has taken all of them, the next one is told
+        // "busy" (a fixed sleep for that was too short on a loaded host).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let e = loop {
+            match request(&path, "stats") {
+                Err(e) if e.to_string().starts_with("busy:") => break e.to_string(),
+                other => {
+                    assert!(Instant::now() < deadline, "never busy: {other:?}");
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        };
         assert!(e.starts_with("busy:"), "{e}");
         drop(held);
         // The slots come back as their threads see the clients go.

@@ -127,6 +127,7 @@ live_metrics! {
     nr_ring_full_fallbacks,
     nr_agent_stall_fallbacks,
     nr_stall_rescues,
+    nr_fallback_starving,
     nr_stale_decisions,
     nr_bounced_decisions,
     nr_decisions_task_gone,
