@@ -58,9 +58,6 @@ pub fn code_of(e: &anyhow::Error, default: u8) -> u8 {
     default
 }
 
-/// clap's error as one line. Its first line names the flag and the problem,
-/// except when it ends in ':' and the indented lines below carry the names
-/// ("the following required arguments were not provided:\n  --supervise").
 /// Longest error line we print: an error quotes the input it refuses, and a
 /// 100 KB key or a 300-digit number should not come back whole.
 pub const MAX_LINE: usize = 1000;
@@ -96,6 +93,9 @@ pub fn print_error(msg: &dyn std::fmt::Display) {
     eprintln!("{}", clip(&format!("error: {msg}")));
 }
 
+/// clap's error as one line. Its first line names the flag and the problem,
+/// except when it ends in ':' and the indented lines below carry the names
+/// ("the following required arguments were not provided:\n  --supervise").
 pub fn one_line_usage_error(text: &str) -> String {
     let mut lines = text.lines();
     let mut out = lines
@@ -136,10 +136,9 @@ fn panic_line(info: &std::panic::PanicHookInfo<'_>) -> String {
 /// Replaces the default panic hook, which with RUST_BACKTRACE set symbolises a backtrace
 /// while holding the backtrace lock: in the scheduler binary's fixed heap (rustland_core's)
 /// that runs out of memory, and the allocation-error handler then waits for the same lock
-/// forever.  This hook
-/// prints one line and takes no lock; the panic then unwinds as usual: on the main thread
-/// the process exits 101 at once, on a helper thread its owner sees the thread fail (the
-/// scheduling thread is not made to stop by a helper's bug).
+/// forever. This hook prints one line and takes no lock; the panic then unwinds as usual:
+/// on the main thread the process exits 101 at once, on a helper thread its owner sees the
+/// thread fail (the scheduling thread is not made to stop by a helper's bug).
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         use std::io::Write as _;
