@@ -272,7 +272,7 @@ struct task_ctx {
 	u64 enq_cnt;
 	/* When the task was queued to the agent (0 when it was not). */
 	u64 enqueue_ns;
-	/* When the task entered WL_FALLBACK_DSQ (fallback_starving()). */
+	/* When the task entered WL_FALLBACK_DSQ, bpf_ktime_get_ns() (fallback_starving()). */
 	u64 fallback_ns;
 	/* CLOCK_MONOTONIC stamps for the hop histograms (enum wl_hop). */
 	u64 select_mono_ns;
@@ -1573,9 +1573,8 @@ static void rescue_from_stalled_agent(u64 now)
 			park_done(tctx);
 			tctx->awaiting_agent = 0;
 			tctx->enq_cnt++;
-		}
-		if (tctx)
 			tctx->fallback_ns = bpf_ktime_get_ns();
+		}
 		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, WL_FALLBACK_DSQ, 0)) {
 			hint_enter(tctx, WL_HINT_FALLBACK);
 			scx_bpf_kick_cpu(scx_bpf_task_cpu(p), SCX_KICK_IDLE);
@@ -1596,13 +1595,16 @@ static void rescue_from_stalled_agent(u64 now)
  */
 #define WL_FALLBACK_MAX_WAIT_NS 20000000ULL
 
-static bool fallback_starving(s32 cpu, u64 now)
+static bool fallback_starving(s32 cpu)
 {
 	struct task_struct *p;
 	bool starving = false;
+	u64 now;
 
+	/* The common case, nothing in the fallback queue, reads no clock. */
 	if (!may_be_queued(WL_HINT_FALLBACK))
 		return false;
+	now = bpf_ktime_get_ns();
 	bpf_for_each(scx_dsq, p, WL_FALLBACK_DSQ, 0) {
 		struct task_ctx *tctx;
 
@@ -1644,7 +1646,7 @@ void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
 		}
 	}
 
-	if (fallback_starving(cpu, bpf_ktime_get_ns()) &&
+	if (fallback_starving(cpu) &&
 	    scx_bpf_dsq_move_to_local(WL_FALLBACK_DSQ, 0)) {
 		__sync_fetch_and_add(&nr_fallback_starving, 1);
 		return;
