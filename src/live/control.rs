@@ -340,13 +340,9 @@ fn check_socket_path(
     let md = match std::fs::symlink_metadata(path) {
         Ok(md) => md,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // Where bind() cannot create it (no such directory, a name ending in '/'):
-            // refused now, not after the scheduler has loaded.
-            let dir_ok = path
-                .parent()
-                .is_some_and(|d| d.as_os_str().is_empty() || d.is_dir());
-            if !dir_ok || path.as_os_str().as_bytes().ends_with(b"/") {
-                bail_input!("cannot create the control socket {p}: {e}");
+            // Where bind() cannot create it: refused now, not after loading.
+            if let Some(why) = super::why_not_creatable(path) {
+                bail_input!("cannot create the control socket {p}: {why}");
             }
             return Ok(false);
         }

@@ -321,32 +321,32 @@ fn trace_refusal(path: &Path, why: TraceRefusal) -> anyhow::Error {
     .into()
 }
 
+/// Why a file cannot be created at `path`, which does not exist yet, or None
+/// when it can: "new/" names a directory to be, never a file, and a missing
+/// or non-directory parent has nowhere to put it. Shared by --trace and
+/// --socket, so both refuse such paths before loading, not at creation.
+pub(crate) fn why_not_creatable(path: &Path) -> Option<String> {
+    if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        return Some("the path ends in '/'".to_string());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    (!dir.is_dir()).then(|| format!("{} is not a directory", dir.display()))
+}
+
 /// open_trace_file's refusals, from the path alone.
 fn check_trace_path(path: &Path, overwrite: bool) -> Result<()> {
     match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // "new/" names a directory to be, never a file we could create.
-            if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
-                return Err(scx_wakelab::exit::BadInput(format!(
-                    "cannot create the trace file {}: the path ends in '/'",
-                    path.display()
-                ))
-                .into());
-            }
-            let dir = match path.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => Path::new("."),
-            };
-            if !dir.is_dir() {
-                return Err(scx_wakelab::exit::BadInput(format!(
-                    "cannot create the trace file {}: {} is not a directory",
-                    path.display(),
-                    dir.display()
-                ))
-                .into());
-            }
-            Ok(())
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match why_not_creatable(path) {
+            Some(why) => Err(scx_wakelab::exit::BadInput(format!(
+                "cannot create the trace file {}: {why}",
+                path.display()
+            ))
+            .into()),
+            None => Ok(()),
+        },
         Err(e) => Err(scx_wakelab::exit::BadInput(format!(
             "cannot use the trace file {}: {e}",
             path.display()
