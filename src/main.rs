@@ -170,7 +170,7 @@ struct Opts {
     debug_half_apply: Option<i32>,
 
     #[clap(flatten)]
-    policy: scx_wakelab::policy::PolicyArgs,
+    policy: scx_wakelab::cli::PolicyArgs,
 
     #[clap(flatten, next_help_heading = "Libbpf Options")]
     libbpf: LibbpfOpts,

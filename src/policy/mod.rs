@@ -26,7 +26,7 @@
 //!
 //! Config::from_preset("v6.12")?; cfg.set("sync_excludes_delayed", "true")?; cfg.validate()?;
 //! Config::from_preset_with("v5.10", &["recent_used=search-target"])?;
-//! cfg.describe(); cfg.get(key); FLAGS; PRESETS; PolicyArgs (clap, flatten it); PolicySpec (serde)
+//! cfg.describe(); cfg.get(key); FLAGS; PRESETS; PolicySpec (serde); the CLI is crate::cli::PolicyArgs
 //!
 //! let mut engine = Engine::new(topology, config)?;
 //! let d: Decision = engine.select_cpu(&snapshots, &mut wakee, &mut wake_ctx);
@@ -90,8 +90,8 @@ pub mod topology;
 pub mod types;
 
 pub use config::{
-    Config, ConfigError, FLAGS, FlagSpec, FlagValue, IdleScan, PRESET_NAMES, PRESETS, PolicyArgs,
-    PolicySpec, Preset, RecentUsedMode, SisMode,
+    Config, ConfigError, FLAGS, FlagSpec, FlagValue, IdleScan, PRESET_NAMES, PRESETS, PolicySpec,
+    Preset, RecentUsedMode, SisMode,
 };
 pub use counters::Counters;
 pub use cpuset::{CpuSet, MAX_CPUS};

@@ -299,8 +299,9 @@ fn prop_all_idle_returns_the_wake_affine_target() {
 #[test]
 fn prop_flags_set_to_preset_values_change_nothing() {
     // Every flag set explicitly to its preset value, through each entry point (Config::set,
-    // PolicyArgs per-flag options, PolicyArgs --set, PolicySpec), gives the same decisions
-    // and the same task state over whole wake-up sequences.
+    // key=value overrides, PolicySpec), gives the same decisions and the same task state
+    // over whole wake-up sequences.  The command line's options are checked against the
+    // same preset values in `crate::cli`.
     let mut r = XorShift::new(3);
     for round in 0..ROUNDS / 3 {
         let w = random_world(&mut r, false);
@@ -319,15 +320,7 @@ fn prop_flags_set_to_preset_values_change_nothing() {
                 .iter()
                 .map(|f| format!("{}={}", f.key, base.get(f.key).unwrap()))
                 .collect();
-            variants.push(
-                PolicyArgs {
-                    preset: preset.to_string(),
-                    set: all_sets.clone(),
-                    ..Default::default()
-                }
-                .to_config()
-                .unwrap(),
-            );
+            variants.push(Config::from_preset_with(preset, &all_sets).unwrap());
             let spec = PolicySpec {
                 preset: preset.to_string(),
                 set: FLAGS
@@ -336,29 +329,6 @@ fn prop_flags_set_to_preset_values_change_nothing() {
                     .collect(),
             };
             variants.push(spec.to_config().unwrap());
-            let per_flag = PolicyArgs {
-                preset: preset.to_string(),
-                sync_requires_task_waker: Some(base.sync_requires_task_waker),
-                newidle_skip_pending_wakeup: Some(base.newidle_skip_pending_wakeup),
-                delayed_dequeue: Some(base.delayed_dequeue),
-                sync_excludes_delayed: Some(base.sync_excludes_delayed),
-                recent_used: Some(base.recent_used.as_str().into()),
-                idle_scan: Some(base.idle_scan.as_str().into()),
-                idle_candidate: Some(base.idle_candidate),
-                select_idle_smt_prev: Some(base.select_idle_smt_prev),
-                scan_skips_target: Some(base.scan_skips_target),
-                sis: Some(base.sis.as_str().into()),
-                sis_prop_cost_per_cpu_ns: Some(base.sis_prop_cost_per_cpu_ns),
-                sis_prop_cost_fixed_ns: Some(base.sis_prop_cost_fixed_ns),
-                wa_idle: Some(base.wa_idle),
-                wa_weight: Some(base.wa_weight),
-                wa_bias: Some(base.wa_bias),
-                imbalance_pct_llc: Some(base.imbalance_pct_llc),
-                imbalance_pct_smt: Some(base.imbalance_pct_smt),
-                kthread_stacking_requires_task: Some(base.kthread_stacking_requires_task),
-                set: vec![],
-            };
-            variants.push(per_flag.to_config().unwrap());
             for (k, v) in variants.into_iter().enumerate() {
                 let mut e = Engine::new(w.topo.clone(), v).unwrap();
                 let got = run_sequence(&mut e, &w, seed);
