@@ -1,18 +1,24 @@
 //! Policy configuration: one independent flag per upstream patch behaviour, kernel presets,
-//! `key=value` overrides and validation.  The command line is `crate::cli`.
+//! `key=value` overrides and validation.
+//!
+//! Every flag is declared once, in the `flags!` table below: its name, type, value in
+//! each preset, help, and the option it becomes on the command line.  `Config`, `set`,
+//! `get`, [`FLAGS`] and the presets' contents are generated from it, and `crate::cli`
+//! builds the command line from [`FLAGS`], so this layer needs no argument parser.
+//! Adding a flag means: one declaration here, its rule in the engine, its tests.
 //!
 //! Composition rule: a preset first, then overrides in the order given, then
 //! [`Config::validate`] once on the result.  [`Config::set`] only parses and range-checks a
 //! single value, so an override sequence may pass through an inconsistent intermediate
-//! state (e.g. switching `idle_scan` and `idle_candidate` one after the other).
+//! state (e.g. switching the scan form and the idle candidate one after the other).
 //!
 //! Combinations, decided and documented here:
-//! - `idle_scan=single-pass` with `idle_candidate=false` is **rejected**: the single pass
-//!   (9fe1f127) exists to keep the candidate; without it a failed core search would return
-//!   nothing at all, worse than any kernel ever was.  Use `idle_scan=three-scan` to drop the
-//!   candidate.
-//! - `idle_scan=three-scan` with `idle_candidate=true` is **accepted**: it is Mel Gorman's
-//!   Dec 2020 v2 patch 4 as posted (the candidate returned after the v5.10 core scan).
+//! - The single pass without the idle candidate is **rejected** ([`Config::validate`] says
+//!   which values): the single pass (9fe1f127) exists to keep the candidate; without it a
+//!   failed core search would return nothing at all, worse than any kernel ever was.  The
+//!   three scans drop the candidate.
+//! - The three scans with the idle candidate are **accepted**: it is Mel Gorman's Dec 2020
+//!   v2 patch 4 as posted (the candidate returned after the v5.10 core scan).
 //! - `sync_excludes_delayed=true` with `delayed_dequeue=false` is **accepted** and a no-op:
 //!   it is a v6.16 kernel booted with `NO_DELAY_DEQUEUE`.
 //! - `recent_used=search-target` with either scan form is accepted (Mel's idea was written
@@ -29,119 +35,482 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::RangeInclusive;
 
 use serde::{Deserialize, Serialize};
 
-/// Seed 4: how `p->recent_used_cpu` is used and updated.  Variants are the reference's
-/// table (§5): A, B/B0/B' (one behaviour), C, D.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum RecentUsedMode {
-    /// No recent_used_cpu check and no writes (an ablation; no kernel).
-    #[serde(rename = "off")]
-    Off,
-    /// Variant A, v5.10-v5.14: returned on a hit, replaced with prev only on a hit, and the
-    /// waker records its own CPU in `select_task_rq_fair` when `want_affine`.
-    #[serde(rename = "v5.10")]
-    V510,
-    /// Variant B', Mel's patch 3 as merged (89aafd67, v5.15) plus a7ba8948 (v5.16): prev
-    /// always becomes the next recent CPU, written before the check; the waker-side write is
-    /// gone.  Keeps the allowed-mask bug: the test reads `p->recent_used_cpu`, which now holds
-    /// prev, so a recent CPU outside the mask can be returned (Hillf Danton's catch).
-    /// Variants B0 (v2 as posted) and B (89aafd67 alone) behave identically.
-    #[serde(rename = "prev")]
-    Prev,
-    /// Variant D, ae2ad293 (v6.5-rc2 and stable): as `prev`, but the mask test reads
-    /// `recent_used_cpu` itself.
-    #[serde(rename = "prev-fixed")]
-    PrevFixed,
-    /// Variant C, Mel's never-merged "search target" (11 Dec 2020): an idle cache-affine
-    /// recent CPU becomes the scan target instead of being returned; prev is always written.
-    #[serde(rename = "search-target")]
-    SearchTarget,
+/// What a flag's value is, so that a front end (`crate::cli`) can offer and check it
+/// without knowing the flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlagKind {
+    Bool,
+    U32,
+    U64,
+    /// One of these names.
+    Choice(&'static [&'static str]),
 }
 
-/// The LLC scan after the cheap checks of `select_idle_sibling()`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum IdleScan {
-    /// v5.10: `select_idle_core`, then `select_idle_cpu` (SIS-limited), then
-    /// `select_idle_smt(target)`.
-    #[serde(rename = "three-scan")]
-    ThreeScan,
-    /// v5.12+: one pass (9fe1f127, with 6cd56ef1 removing select_idle_smt) that searches
-    /// idle cores when the LLC hints one exists and idle CPUs otherwise.
-    #[serde(rename = "single-pass")]
-    SinglePass,
+/// A type a flag can have: how its value is read from a string and written back.
+pub trait FlagType: Copy {
+    const KIND: FlagKind;
+    /// Accepted values, as [`FlagSpec::values`] shows them (integer flags declare their own).
+    const VALUES: &'static str;
+    /// What a bad value's error says was expected (integer flags declare their own).
+    const EXPECTED: &'static str;
+    /// The value `v` denotes (surrounding blanks ignored), if it is one and, for integers,
+    /// within `range`.
+    fn parse_flag(v: &str, range: RangeInclusive<u64>) -> Option<Self>;
+    /// The value as `parse_flag` reads it back.
+    fn show_flag(self) -> String;
 }
 
-/// The scan-depth limit of the idle-CPU search.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum SisMode {
-    /// Scan the whole LLC.
-    #[serde(rename = "none")]
-    None,
-    /// SIS_PROP (v5.10 formula): depth from the waker CPU's avg_idle over the LLC's
-    /// avg_scan_cost.  Removed upstream in v6.7 (984ffb6a).
-    #[serde(rename = "prop")]
-    Prop,
-    /// SIS_UTIL (70fb5ccf, v6.0): depth from the target LLC's utilisation.  The formula is
-    /// a documented approximation (see `idle_scan::sis_util_nr_idle_scan`).
-    #[serde(rename = "util")]
-    Util,
+impl FlagType for bool {
+    const KIND: FlagKind = FlagKind::Bool;
+    const VALUES: &'static str = "true|false";
+    const EXPECTED: &'static str = "true|false (also on/off, yes/no, 1/0)";
+    fn parse_flag(v: &str, _: RangeInclusive<u64>) -> Option<Self> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "true" | "on" | "yes" | "1" => Some(true),
+            "false" | "off" | "no" | "0" => Some(false),
+            _ => None,
+        }
+    }
+    fn show_flag(self) -> String {
+        self.to_string()
+    }
 }
 
-/// Every behaviour the engine can switch.  `Default` is `mainline`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Config {
-    /// Seed 1 (Barry Song, Apr 2021, never merged): the sync shortcut of
-    /// `wake_affine_idle()` also requires `in_task()`.
-    pub sync_requires_task_waker: bool,
-    /// Seed 2 (Rik van Riel, e5e678e4, v5.14): the newly-idle pull bails out when a
-    /// wake-up is pending on the CPU.
-    pub newidle_skip_pending_wakeup: bool,
-    /// Delayed dequeue (152e11f6, v6.12): sleepers with lag stay counted in `nr_running`.
+impl FlagType for u64 {
+    const KIND: FlagKind = FlagKind::U64;
+    const VALUES: &'static str = "integer";
+    const EXPECTED: &'static str = "an integer";
+    fn parse_flag(v: &str, range: RangeInclusive<u64>) -> Option<Self> {
+        v.trim().parse::<u64>().ok().filter(|n| range.contains(n))
+    }
+    fn show_flag(self) -> String {
+        self.to_string()
+    }
+}
+
+impl FlagType for u32 {
+    const KIND: FlagKind = FlagKind::U32;
+    const VALUES: &'static str = "integer";
+    const EXPECTED: &'static str = "an integer";
+    fn parse_flag(v: &str, range: RangeInclusive<u64>) -> Option<Self> {
+        u64::parse_flag(v, range).and_then(|n| u32::try_from(n).ok())
+    }
+    fn show_flag(self) -> String {
+        self.to_string()
+    }
+}
+
+/// `s` without its first byte, at compile time: `choice!` joins names as `|a|b|c`.
+const fn after_first_byte(s: &'static str) -> &'static str {
+    match s.as_bytes().split_first() {
+        Some((_, rest)) => match std::str::from_utf8(rest) {
+            Ok(t) => t,
+            Err(_) => panic!("choice names are ASCII"),
+        },
+        None => s,
+    }
+}
+
+/// A flag type with named values: `Variant = "name" | "alias"...`.  Generates the enum
+/// (serde uses the names, not the aliases), `NAMES`, `as_str`, `parse` and its
+/// [`FlagType`].
+macro_rules! choice {
+    ($(#[$m:meta])* pub enum $name:ident {
+        $( $(#[$vm:meta])* $variant:ident = $text:literal $(| $alias:literal)*, )*
+    }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $( $(#[$vm])* #[serde(rename = $text)] $variant, )*
+        }
+
+        impl $name {
+            /// Every value's name, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[ $( $text, )* ];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $( $name::$variant => $text, )* }
+            }
+
+            /// The value named `v` or one of its aliases, surrounding blanks ignored.
+            pub fn parse(v: &str) -> Option<Self> {
+                match v.trim() { $( $text $(| $alias)* => Some($name::$variant), )* _ => None }
+            }
+        }
+
+        impl FlagType for $name {
+            const KIND: FlagKind = FlagKind::Choice(Self::NAMES);
+            const VALUES: &'static str = after_first_byte(concat!($( "|", $text, )*));
+            const EXPECTED: &'static str = Self::VALUES;
+            fn parse_flag(v: &str, _: RangeInclusive<u64>) -> Option<Self> {
+                Self::parse(v)
+            }
+            fn show_flag(self) -> String {
+                self.as_str().to_string()
+            }
+        }
+    };
+}
+
+choice! {
+    /// Seed 4: how `p->recent_used_cpu` is used and updated.  Variants are the reference's
+    /// table (§5): A, B/B0/B' (one behaviour), C, D.
+    pub enum RecentUsedMode {
+        /// No recent_used_cpu check and no writes (an ablation; no kernel).
+        Off = "off",
+        /// Variant A, v5.10-v5.14: returned on a hit, replaced with prev only on a hit, and the
+        /// waker records its own CPU in `select_task_rq_fair` when `want_affine`.
+        V510 = "v5.10" | "a" | "A",
+        /// Variant B', Mel's patch 3 as merged (89aafd67, v5.15) plus a7ba8948 (v5.16): prev
+        /// always becomes the next recent CPU, written before the check; the waker-side write is
+        /// gone.  Keeps the allowed-mask bug: the test reads `p->recent_used_cpu`, which now holds
+        /// prev, so a recent CPU outside the mask can be returned (Hillf Danton's catch).
+        /// Variants B0 (v2 as posted) and B (89aafd67 alone) behave identically.
+        Prev = "prev" | "b" | "B",
+        /// Variant D, ae2ad293 (v6.5-rc2 and stable): as `prev`, but the mask test reads
+        /// `recent_used_cpu` itself.
+        PrevFixed = "prev-fixed" | "d" | "D",
+        /// Variant C, Mel's never-merged "search target" (11 Dec 2020): an idle cache-affine
+        /// recent CPU becomes the scan target instead of being returned; prev is always written.
+        SearchTarget = "search-target" | "c" | "C",
+    }
+}
+
+choice! {
+    /// The LLC scan after the cheap checks of `select_idle_sibling()`.
+    pub enum IdleScan {
+        /// v5.10: `select_idle_core`, then `select_idle_cpu` (SIS-limited), then
+        /// `select_idle_smt(target)`.
+        ThreeScan = "three-scan",
+        /// v5.12+: one pass (9fe1f127, with 6cd56ef1 removing select_idle_smt) that searches
+        /// idle cores when the LLC hints one exists and idle CPUs otherwise.
+        SinglePass = "single-pass",
+    }
+}
+
+choice! {
+    /// The scan-depth limit of the idle-CPU search.
+    pub enum SisMode {
+        /// Scan the whole LLC.
+        None = "none",
+        /// SIS_PROP (v5.10 formula): depth from the waker CPU's avg_idle over the LLC's
+        /// avg_scan_cost.  Removed upstream in v6.7 (984ffb6a).
+        Prop = "prop",
+        /// SIS_UTIL (70fb5ccf, v6.0): depth from the target LLC's utilisation.  The formula is
+        /// a documented approximation (see `sis_util_nr_idle_scan` in the idle-scan module).
+        Util = "util",
+    }
+}
+
+/// `declared_or!(x; d)` is `x`, `declared_or!(; d)` is `d`: a flag's optional clause or
+/// its type's default.
+macro_rules! declared_or {
+    (; $default:expr) => {
+        $default
+    };
+    ($declared:expr; $default:expr) => {
+        $declared
+    };
+}
+
+/// The flag table.  One entry per flag:
+///
+/// ```text
+/// /// Notes for the `Config` field's rustdoc, after the help (optional).
+/// key: Type {
+///     V5_10: value, Preset: value, ...;   // its value in v5.10, and in each preset (and
+///                                         // the presets built on it) that changes it
+///     range: MIN..=MAX, "values", "expected";   // integers: accepted range and wording
+///     help: "what it reproduces, the patch and its upstream status";
+///     cli: "VALUE_NAME", "the --key option's help";
+/// }
+/// ```
+///
+/// Generates the `Config` struct (field docs from the help), [`FLAGS`], `Config::set` and
+/// `Config::get`, and the preset builders used by [`Preset::config`].
+macro_rules! flags {
+    ($(
+        $(#[$note:meta])*
+        $key:ident: $ty:ty {
+            V5_10: $base:expr $(, $preset:ident: $val:expr)* ;
+            $( range: $min:literal ..= $max:literal, $values:literal, $expected:literal; )?
+            help: $help:literal;
+            cli: $value_name:literal, $cli_help:literal;
+        }
+    )*) => {
+        /// Every behaviour the engine can switch.  `Default` is `mainline`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        pub struct Config {
+            $( #[doc = $help] #[doc = ""] $(#[$note])* pub $key: $ty, )*
+        }
+
+        /// Every flag, in the order `describe()` and `--help` list them.
+        pub const FLAGS: &[FlagSpec] = &[ $(
+            FlagSpec {
+                key: stringify!($key),
+                values: declared_or!($($values)?; <$ty as FlagType>::VALUES),
+                help: $help,
+                kind: <$ty as FlagType>::KIND,
+                value_name: $value_name,
+                cli_help: $cli_help,
+            },
+        )* ];
+
+        impl Config {
+            /// Every flag at its v5.10 value.
+            fn preset_base() -> Config {
+                Config { $( $key: $base, )* }
+            }
+
+            /// The changes preset `p` makes to the preset it is built on.
+            fn preset_changes(&mut self, p: PresetId) {
+                $( $( if p == PresetId::$preset { self.$key = $val; } )* )*
+            }
+
+            /// Sets one flag from strings (CLI `--set`, runtime `set` command).  Checks the
+            /// value's syntax and range only; call [`Config::validate`] after the last override.
+            pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+                let key = key.trim().replace('-', "_");
+                let (k, v) = (key.as_str(), value);
+                match k {
+                    $( stringify!($key) => {
+                        self.$key = FlagType::parse_flag(v, declared_or!($($min..=$max)?; 0..=u64::MAX))
+                            .ok_or_else(|| bad(k, v, declared_or!($($expected)?; <$ty as FlagType>::EXPECTED)))?
+                    } )*
+                    _ => return Err(ConfigError::UnknownKey { key: key.clone() }),
+                }
+                Ok(())
+            }
+
+            /// The current value of a flag, formatted so that `set(key, &get(key))` is a no-op.
+            pub fn get(&self, key: &str) -> Option<String> {
+                let key = key.trim().replace('-', "_");
+                match key.as_str() {
+                    $( stringify!($key) => Some(FlagType::show_flag(self.$key)), )*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+flags! {
+    sync_requires_task_waker: bool {
+        V5_10: false, MainlineBarry: true;
+        help: "Seed 1, Barry Song, \"sched/fair: don't use waker's cpu if the waker of sync \
+               wake-up is interrupt\" (2021-04-27): the sync shortcut of wake_affine_idle() \
+               also requires in_task(). Never merged.";
+        cli: "BOOL", "Seed 1 (Barry Song, 2021, never merged): the sync-wakeup shortcut that \
+                      pulls the wakee to the waker's CPU requires the waker to be a task, not a \
+                      softirq/hardirq.";
+    }
+    newidle_skip_pending_wakeup: bool {
+        V5_10: false, V5_14: true;
+        help: "Seed 2, Rik van Riel, \"sched,fair: Skip newidle_balance if a wakeup is \
+               pending\" (e5e678e4): a CPU going idle does not pull when ttwu_pending is set. \
+               Merged in v5.14.";
+        cli: "BOOL", "Seed 2 (Rik van Riel, e5e678e4, merged v5.14): a CPU going idle does not \
+                      pull work from other CPUs while a wake-up is pending for it \
+                      (ttwu_pending).";
+    }
     /// When off the engine ignores `CpuSnapshot::nr_delayed`.
-    pub delayed_dequeue: bool,
-    /// Seed 3 (Xuewen Yan, aa3ee4f0, v6.16 and 6.12.y): the sync shortcut tests
-    /// `nr_running - nr_delayed == 1`.
-    pub sync_excludes_delayed: bool,
-    /// Seed 4, patch 3 and its variants.
-    pub recent_used: RecentUsedMode,
-    /// Three-scan (v5.10) or single pass (v5.12+).
-    pub idle_scan: IdleScan,
-    /// Seed 4, patch 4 (9fe1f127 as merged, v5.12): keep the first idle CPU seen by a
-    /// failed idle-core search and return it.
-    pub idle_candidate: bool,
-    /// c722f35b (v5.13): with no idle core expected, try prev's SMT siblings before the LLC
-    /// scan.
-    pub select_idle_smt_prev: bool,
-    /// 56498cfb (v5.15): the idle-CPU scan starts at target + 1 (the target was just
-    /// tested).
-    pub scan_skips_target: bool,
-    /// Scan-depth limit.
-    pub sis: SisMode,
-    /// SIS_PROP emulation: cost in ns of examining one CPU in the idle-CPU scan (the kernel
-    /// measures `cpu_clock()` around the loop; the emulation charges this per CPU).
-    pub sis_prop_cost_per_cpu_ns: u64,
-    /// SIS_PROP emulation: fixed cost in ns of one idle-CPU scan.
-    pub sis_prop_cost_fixed_ns: u64,
-    /// sched_feat WA_IDLE (default on).
-    pub wa_idle: bool,
-    /// sched_feat WA_WEIGHT (default on).
-    pub wa_weight: bool,
-    /// sched_feat WA_BIAS (default on).
-    pub wa_bias: bool,
-    /// `sd->imbalance_pct` of LLC and wider domains (117).
-    pub imbalance_pct_llc: u32,
-    /// `sd->imbalance_pct` of the SMT domain (110).
-    pub imbalance_pct_smt: u32,
-    /// 8b4e74cc (v5.17, also 5.10.y): per-CPU-kthread stacking needs `in_task()`.
-    pub kthread_stacking_requires_task: bool,
+    delayed_dequeue: bool {
+        V5_10: false, V6_12: true;
+        help: "Delayed dequeue, \"sched/fair: Implement delayed dequeue\" (152e11f6): a task \
+               that sleeps with lag stays counted in nr_running until the lag elapses \
+               (sched_feat DELAY_DEQUEUE). Merged in v6.12.";
+        cli: "BOOL", "Delayed dequeue (152e11f6, merged v6.12): sleepers with lag stay counted \
+                      in nr_running until the lag elapses.";
+    }
+    sync_excludes_delayed: bool {
+        V5_10: false, V6_12Y: true, V6_16: true;
+        help: "Seed 3, Xuewen Yan, \"sched/fair: Fixup wake_up_sync() vs DELAYED_DEQUEUE\" \
+               (aa3ee4f0): the sync shortcut tests nr_running - nr_delayed == 1. Merged in \
+               v6.16, backported to 6.12.y. No effect without delayed_dequeue.";
+        cli: "BOOL", "Seed 3 (Xuewen Yan, aa3ee4f0, merged v6.16 and 6.12.y): the sync shortcut \
+                      counts runnable tasks only (nr_running - delayed == 1).";
+    }
+    recent_used: RecentUsedMode {
+        V5_10: RecentUsedMode::V510, V5_15: RecentUsedMode::Prev,
+        V6_5: RecentUsedMode::PrevFixed;
+        help: "Seed 4, Mel Gorman's patch 3 and its variants for p->recent_used_cpu: v5.10 = \
+               return it on a hit and replace it with prev on a hit, the waker records its own \
+               CPU (up to v5.14); prev = 89aafd67 + a7ba8948, prev always becomes the next \
+               recent CPU, allowed-mask test wrongly reads prev (v5.15-v6.4); prev-fixed = \
+               ae2ad293, mask test fixed (v6.5+); search-target = Mel's idle recent CPU as scan \
+               target (never merged); off = no recent_used_cpu (ablation).";
+        cli: "MODE", "Seed 4 (Mel Gorman) recent_used_cpu mode: v5.10 (variant A, up to v5.14); \
+                      prev (89aafd67+a7ba8948, v5.15-v6.4, keeps the allowed-mask bug); \
+                      prev-fixed (ae2ad293, v6.5+); search-target (Mel's never-merged variant \
+                      C); off (ablation).";
+    }
+    idle_scan: IdleScan {
+        V5_10: IdleScan::ThreeScan, V5_12: IdleScan::SinglePass;
+        help: "LLC scan form: three-scan = v5.10 select_idle_core, select_idle_cpu, \
+               select_idle_smt(target); single-pass = 9fe1f127 + 6cd56ef1, one pass over the \
+               LLC (merged in v5.12).";
+        cli: "FORM", "LLC idle scan: three-scan (v5.10) or single-pass (9fe1f127 + 6cd56ef1, \
+                      merged v5.12).";
+    }
+    idle_candidate: bool {
+        V5_10: false, V5_12: true;
+        help: "Seed 4, Mel Gorman's patch 4: a failed idle-core search returns the first idle \
+               CPU it saw. Merged in v5.12 as part of 9fe1f127 (required by single-pass); with \
+               three-scan it is the Dec 2020 v2 patch as posted.";
+        cli: "BOOL", "Seed 4 patch 4 (Mel Gorman; merged v5.12 inside 9fe1f127): a failed \
+                      idle-core search returns the first idle CPU it saw. Required by \
+                      single-pass.";
+    }
+    select_idle_smt_prev: bool {
+        V5_10: false, V5_13: true;
+        help: "Rik van Riel, \"sched/fair: Bring back select_idle_smt(), but differently\" \
+               (c722f35b): when no idle core is expected, check prev's SMT siblings before the \
+               LLC scan. Merged in v5.13.";
+        cli: "BOOL", "c722f35b (Rik van Riel, merged v5.13): check prev's SMT siblings before \
+                      the LLC scan when no idle core is expected.";
+    }
+    scan_skips_target: bool {
+        V5_10: false, V5_15: true;
+        help: "Mel Gorman, \"sched/fair: Avoid a second scan of target in select_idle_cpu\" \
+               (56498cfb): the scan starts at target + 1. Merged in v5.15.";
+        cli: "BOOL", "56498cfb (Mel Gorman, merged v5.15): the idle-CPU scan starts after the \
+                      target.";
+    }
+    sis: SisMode {
+        V5_10: SisMode::Prop, V6_0: SisMode::Util;
+        help: "Idle-CPU scan depth: prop = SIS_PROP, v5.10 formula with emulated avg_idle and \
+               avg_scan_cost (removed in v6.7); util = SIS_UTIL, nr_idle_scan from LLC \
+               utilisation (70fb5ccf, v6.0; formula approximated, unverified); none = whole LLC.";
+        cli: "MODE", "Idle-CPU scan depth: none, prop (SIS_PROP, v5.10 formula, removed v6.7) or \
+                      util (SIS_UTIL, merged v6.0; approximated formula).";
+    }
+    /// The kernel measures `cpu_clock()` around the loop; the emulation charges this per CPU.
+    sis_prop_cost_per_cpu_ns: u64 {
+        V5_10: 40;
+        range: 1..=1_000_000_000, "integer >= 1 (ns)", "an integer number of ns, at least 1";
+        help: "SIS_PROP emulation: scan cost charged per CPU examined, folded into the LLC's \
+               avg_scan_cost like the kernel's cpu_clock() measurement.";
+        cli: "NS", "SIS_PROP emulation: ns charged per CPU examined (>= 1).";
+    }
+    sis_prop_cost_fixed_ns: u64 {
+        V5_10: 100;
+        range: 0..=1_000_000_000, "integer >= 0 (ns)", "an integer number of ns, 0 or more";
+        help: "SIS_PROP emulation: fixed cost charged per idle-CPU scan.";
+        cli: "NS", "SIS_PROP emulation: ns charged per scan.";
+    }
+    wa_idle: bool {
+        V5_10: true;
+        help: "sched_feat WA_IDLE: wake_affine_idle(), decide from idleness and the sync hint. \
+               Default on in every kernel.";
+        cli: "BOOL", "sched_feat WA_IDLE (on in every kernel).";
+    }
+    wa_weight: bool {
+        V5_10: true;
+        help: "sched_feat WA_WEIGHT: wake_affine_weight(), compare capacity-scaled loads. \
+               Default on in every kernel.";
+        cli: "BOOL", "sched_feat WA_WEIGHT (on in every kernel).";
+    }
+    wa_bias: bool {
+        V5_10: true;
+        help: "sched_feat WA_BIAS: bias wake_affine_weight() towards prev by half the domain's \
+               imbalance_pct margin. Default on in every kernel.";
+        cli: "BOOL", "sched_feat WA_BIAS (on in every kernel).";
+    }
+    imbalance_pct_llc: u32 {
+        V5_10: 117;
+        range: 100..=1000, "integer 100..=1000", "an integer percentage 100..=1000";
+        help: "sd->imbalance_pct of the LLC and wider domains (kernel: 117).";
+        cli: "PCT", "imbalance_pct of LLC and wider domains (kernel 117).";
+    }
+    imbalance_pct_smt: u32 {
+        V5_10: 110;
+        range: 100..=1000, "integer 100..=1000", "an integer percentage 100..=1000";
+        help: "sd->imbalance_pct of the SMT domain (kernel: 110).";
+        cli: "PCT", "imbalance_pct of the SMT domain (kernel 110).";
+    }
+    kthread_stacking_requires_task: bool {
+        V5_10: false, V6_0: true;
+        help: "8b4e74cc, \"sched/fair: Fix detection of per-CPU kthreads waking a task\": \
+               per-CPU-kthread stacking in select_idle_sibling() needs in_task(). Merged in \
+               v5.17, backported to 5.10.y.";
+        cli: "BOOL", "8b4e74cc (merged v5.17, in 5.10.y): per-CPU-kthread stacking needs \
+                      in_task().";
+    }
+}
+
+/// The preset table: `Id = "name" [after Parent]: "doc";`.  A preset is its parent plus the
+/// changes the flag table lists under its id; the first preset has every flag at its
+/// `V5_10` value.  Generates [`PRESETS`] and [`PRESET_NAMES`].
+macro_rules! presets {
+    ($(#[$m:meta])* $( $id:ident = $name:literal $(after $parent:ident)?: $doc:literal; )*) => {
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        enum PresetId { $( $id, )* }
+
+        impl PresetId {
+            fn config(self) -> Config {
+                let mut c = match self {
+                    $( PresetId::$id => declared_or!($(PresetId::$parent.config())?; Config::preset_base()), )*
+                };
+                c.preset_changes(self);
+                c
+            }
+        }
+
+        $(#[$m])*
+        pub const PRESETS: &[Preset] = &[ $( Preset { name: $name, doc: $doc, id: PresetId::$id }, )* ];
+
+        /// Preset names, for the command line's possible values.
+        pub const PRESET_NAMES: &[&str] = &[ $( $name, )* ];
+    };
+}
+
+presets! {
+    /// Every preset.  Cluster-aware scanning (v6.7) is not modelled, so v6.7+ presets behave as
+    /// their kernels do on machines without CONFIG_SCHED_CLUSTER groups.
+    V5_10 = "v5.10":
+        "Linux v5.10 (v5.10.13): three-scan select_idle_sibling with SIS_PROP, \
+         recent_used_cpu variant A (waker records its CPU), per-CPU-kthread stacking from \
+         any context; none of the seed patches.";
+    V5_12 = "v5.12" after V5_10:
+        "v5.10 + Mel Gorman's merged SIS rework: SIS_AVG_CPU removed, scan cost under \
+         SIS_PROP, 6cd56ef1 (select_idle_smt removed) and 9fe1f127 (single pass with the \
+         idle candidate, seed 4 patch 4).";
+    V5_13 = "v5.13" after V5_12:
+        "v5.12 + c722f35b (select_idle_smt(prev) before the LLC scan).";
+    V5_14 = "v5.14" after V5_13:
+        "v5.13 + e5e678e4 (seed 2: skip newidle balance when a wake-up is pending).";
+    V5_15 = "v5.15" after V5_14:
+        "v5.14 + 89aafd67 (seed 4 patch 3: prev becomes recent_used_cpu, with the \
+         allowed-mask bug; a7ba8948 from v5.16/5.15.y behaves the same) + 56498cfb (scan \
+         starts at target + 1). Per-CPU-kthread stacking still from any context.";
+    V6_0 = "v6.0" after V5_15:
+        "v5.15 + 8b4e74cc (v5.17: kthread stacking needs in_task()) + SIS_UTIL in place \
+         of SIS_PROP (70fb5ccf).";
+    V6_5 = "v6.5" after V6_0:
+        "v6.0 + ae2ad293 (recent_used_cpu mask test fixed: variant D).";
+    V6_12 = "v6.12" after V6_5:
+        "v6.5 + delayed dequeue (152e11f6, DELAY_DEQUEUE on) as released in v6.12, \
+         without the seed-3 fix; SIS_PROP gone since v6.7.";
+    V6_12Y = "v6.12.y" after V6_12:
+        "v6.12 stable after July 2025: + aa3ee4f0 (seed 3 fix backported).";
+    V6_16 = "v6.16" after V6_12:
+        "v6.12 + aa3ee4f0 (seed 3: the sync shortcut excludes delayed tasks). Same as \
+         mainline for every behaviour modelled here.";
+    Mainline = "mainline" after V6_16:
+        "Current mainline; identical to v6.16 for every behaviour modelled here.";
+    MainlineBarry = "mainline+barry" after Mainline:
+        "mainline + seed 1 (Barry Song's never-merged in_task() requirement on the sync \
+         shortcut).";
 }
 
 impl Default for Config {
     fn default() -> Self {
-        preset_v6_16()
+        PresetId::Mainline.config()
     }
 }
 
@@ -203,7 +572,8 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Description of one flag: key, accepted values, what it reproduces and its status.
+/// Description of one flag: key, accepted values, what it reproduces and its status, and
+/// how the command line offers it.
 #[derive(Clone, Copy, Debug)]
 pub struct FlagSpec {
     pub key: &'static str,
@@ -211,129 +581,12 @@ pub struct FlagSpec {
     pub values: &'static str,
     /// What the flag does and which patch it reproduces, with its upstream status.
     pub help: &'static str,
+    pub kind: FlagKind,
+    /// The placeholder of the `--key VALUE` option, e.g. "BOOL".
+    pub value_name: &'static str,
+    /// The `--key` option's help, shorter than `help`.
+    pub cli_help: &'static str,
 }
-
-/// Every flag, in the order `describe()` lists them.
-pub const FLAGS: &[FlagSpec] = &[
-    FlagSpec {
-        key: "sync_requires_task_waker",
-        values: "true|false",
-        help: "Seed 1, Barry Song, \"sched/fair: don't use waker's cpu if the waker of sync \
-               wake-up is interrupt\" (2021-04-27): the sync shortcut of wake_affine_idle() \
-               also requires in_task(). Never merged.",
-    },
-    FlagSpec {
-        key: "newidle_skip_pending_wakeup",
-        values: "true|false",
-        help: "Seed 2, Rik van Riel, \"sched,fair: Skip newidle_balance if a wakeup is \
-               pending\" (e5e678e4): a CPU going idle does not pull when ttwu_pending is set. \
-               Merged in v5.14.",
-    },
-    FlagSpec {
-        key: "delayed_dequeue",
-        values: "true|false",
-        help: "Delayed dequeue, \"sched/fair: Implement delayed dequeue\" (152e11f6): a task \
-               that sleeps with lag stays counted in nr_running until the lag elapses \
-               (sched_feat DELAY_DEQUEUE). Merged in v6.12.",
-    },
-    FlagSpec {
-        key: "sync_excludes_delayed",
-        values: "true|false",
-        help: "Seed 3, Xuewen Yan, \"sched/fair: Fixup wake_up_sync() vs DELAYED_DEQUEUE\" \
-               (aa3ee4f0): the sync shortcut tests nr_running - nr_delayed == 1. Merged in \
-               v6.16, backported to 6.12.y. No effect without delayed_dequeue.",
-    },
-    FlagSpec {
-        key: "recent_used",
-        values: "off|v5.10|prev|prev-fixed|search-target",
-        help: "Seed 4, Mel Gorman's patch 3 and its variants for p->recent_used_cpu: v5.10 = \
-               return it on a hit and replace it with prev on a hit, the waker records its own \
-               CPU (up to v5.14); prev = 89aafd67 + a7ba8948, prev always becomes the next \
-               recent CPU, allowed-mask test wrongly reads prev (v5.15-v6.4); prev-fixed = \
-               ae2ad293, mask test fixed (v6.5+); search-target = Mel's idle recent CPU as scan \
-               target (never merged); off = no recent_used_cpu (ablation).",
-    },
-    FlagSpec {
-        key: "idle_scan",
-        values: "three-scan|single-pass",
-        help: "LLC scan form: three-scan = v5.10 select_idle_core, select_idle_cpu, \
-               select_idle_smt(target); single-pass = 9fe1f127 + 6cd56ef1, one pass over the \
-               LLC (merged in v5.12).",
-    },
-    FlagSpec {
-        key: "idle_candidate",
-        values: "true|false",
-        help: "Seed 4, Mel Gorman's patch 4: a failed idle-core search returns the first idle \
-               CPU it saw. Merged in v5.12 as part of 9fe1f127 (required by single-pass); with \
-               three-scan it is the Dec 2020 v2 patch as posted.",
-    },
-    FlagSpec {
-        key: "select_idle_smt_prev",
-        values: "true|false",
-        help: "Rik van Riel, \"sched/fair: Bring back select_idle_smt(), but differently\" \
-               (c722f35b): when no idle core is expected, check prev's SMT siblings before the \
-               LLC scan. Merged in v5.13.",
-    },
-    FlagSpec {
-        key: "scan_skips_target",
-        values: "true|false",
-        help: "Mel Gorman, \"sched/fair: Avoid a second scan of target in select_idle_cpu\" \
-               (56498cfb): the scan starts at target + 1. Merged in v5.15.",
-    },
-    FlagSpec {
-        key: "sis",
-        values: "none|prop|util",
-        help: "Idle-CPU scan depth: prop = SIS_PROP, v5.10 formula with emulated avg_idle and \
-               avg_scan_cost (removed in v6.7); util = SIS_UTIL, nr_idle_scan from LLC \
-               utilisation (70fb5ccf, v6.0; formula approximated, unverified); none = whole LLC.",
-    },
-    FlagSpec {
-        key: "sis_prop_cost_per_cpu_ns",
-        values: "integer >= 1 (ns)",
-        help: "SIS_PROP emulation: scan cost charged per CPU examined, folded into the LLC's \
-               avg_scan_cost like the kernel's cpu_clock() measurement.",
-    },
-    FlagSpec {
-        key: "sis_prop_cost_fixed_ns",
-        values: "integer >= 0 (ns)",
-        help: "SIS_PROP emulation: fixed cost charged per idle-CPU scan.",
-    },
-    FlagSpec {
-        key: "wa_idle",
-        values: "true|false",
-        help: "sched_feat WA_IDLE: wake_affine_idle(), decide from idleness and the sync hint. \
-               Default on in every kernel.",
-    },
-    FlagSpec {
-        key: "wa_weight",
-        values: "true|false",
-        help: "sched_feat WA_WEIGHT: wake_affine_weight(), compare capacity-scaled loads. \
-               Default on in every kernel.",
-    },
-    FlagSpec {
-        key: "wa_bias",
-        values: "true|false",
-        help: "sched_feat WA_BIAS: bias wake_affine_weight() towards prev by half the domain's \
-               imbalance_pct margin. Default on in every kernel.",
-    },
-    FlagSpec {
-        key: "imbalance_pct_llc",
-        values: "integer 100..=1000",
-        help: "sd->imbalance_pct of the LLC and wider domains (kernel: 117).",
-    },
-    FlagSpec {
-        key: "imbalance_pct_smt",
-        values: "integer 100..=1000",
-        help: "sd->imbalance_pct of the SMT domain (kernel: 110).",
-    },
-    FlagSpec {
-        key: "kthread_stacking_requires_task",
-        values: "true|false",
-        help: "8b4e74cc, \"sched/fair: Fix detection of per-CPU kthreads waking a task\": \
-               per-CPU-kthread stacking in select_idle_sibling() needs in_task(). Merged in \
-               v5.17, backported to 5.10.y.",
-    },
-];
 
 /// A named kernel configuration.
 #[derive(Clone, Copy, Debug)]
@@ -341,215 +594,12 @@ pub struct Preset {
     pub name: &'static str,
     /// Which kernel and which patch set this is.
     pub doc: &'static str,
-    build: fn() -> Config,
+    id: PresetId,
 }
 
 impl Preset {
     pub fn config(&self) -> Config {
-        (self.build)()
-    }
-}
-
-/// v5.10 (as v5.10.13, the reference's source).
-fn preset_v5_10() -> Config {
-    Config {
-        sync_requires_task_waker: false,
-        newidle_skip_pending_wakeup: false,
-        delayed_dequeue: false,
-        sync_excludes_delayed: false,
-        recent_used: RecentUsedMode::V510,
-        idle_scan: IdleScan::ThreeScan,
-        idle_candidate: false,
-        select_idle_smt_prev: false,
-        scan_skips_target: false,
-        sis: SisMode::Prop,
-        sis_prop_cost_per_cpu_ns: 40,
-        sis_prop_cost_fixed_ns: 100,
-        wa_idle: true,
-        wa_weight: true,
-        wa_bias: true,
-        imbalance_pct_llc: 117,
-        imbalance_pct_smt: 110,
-        kthread_stacking_requires_task: false,
-    }
-}
-
-fn preset_v5_12() -> Config {
-    Config {
-        idle_scan: IdleScan::SinglePass,
-        idle_candidate: true,
-        ..preset_v5_10()
-    }
-}
-
-fn preset_v5_13() -> Config {
-    Config {
-        select_idle_smt_prev: true,
-        ..preset_v5_12()
-    }
-}
-
-fn preset_v5_14() -> Config {
-    Config {
-        newidle_skip_pending_wakeup: true,
-        ..preset_v5_13()
-    }
-}
-
-fn preset_v5_15() -> Config {
-    Config {
-        recent_used: RecentUsedMode::Prev,
-        scan_skips_target: true,
-        ..preset_v5_14()
-    }
-}
-
-fn preset_v6_0() -> Config {
-    Config {
-        sis: SisMode::Util,
-        kthread_stacking_requires_task: true,
-        ..preset_v5_15()
-    }
-}
-
-fn preset_v6_5() -> Config {
-    Config {
-        recent_used: RecentUsedMode::PrevFixed,
-        ..preset_v6_0()
-    }
-}
-
-fn preset_v6_12() -> Config {
-    Config {
-        delayed_dequeue: true,
-        ..preset_v6_5()
-    }
-}
-
-fn preset_v6_12_y() -> Config {
-    Config {
-        sync_excludes_delayed: true,
-        ..preset_v6_12()
-    }
-}
-
-fn preset_v6_16() -> Config {
-    Config {
-        sync_excludes_delayed: true,
-        ..preset_v6_12()
-    }
-}
-
-fn preset_mainline_barry() -> Config {
-    Config {
-        sync_requires_task_waker: true,
-        ..preset_v6_16()
-    }
-}
-
-/// Every preset.  Cluster-aware scanning (v6.7) is not modelled, so v6.7+ presets behave as
-/// their kernels do on machines without CONFIG_SCHED_CLUSTER groups.
-pub const PRESETS: &[Preset] = &[
-    Preset {
-        name: "v5.10",
-        doc: "Linux v5.10 (v5.10.13): three-scan select_idle_sibling with SIS_PROP, \
-              recent_used_cpu variant A (waker records its CPU), per-CPU-kthread stacking from \
-              any context; none of the seed patches.",
-        build: preset_v5_10,
-    },
-    Preset {
-        name: "v5.12",
-        doc: "v5.10 + Mel Gorman's merged SIS rework: SIS_AVG_CPU removed, scan cost under \
-              SIS_PROP, 6cd56ef1 (select_idle_smt removed) and 9fe1f127 (single pass with the \
-              idle candidate, seed 4 patch 4).",
-        build: preset_v5_12,
-    },
-    Preset {
-        name: "v5.13",
-        doc: "v5.12 + c722f35b (select_idle_smt(prev) before the LLC scan).",
-        build: preset_v5_13,
-    },
-    Preset {
-        name: "v5.14",
-        doc: "v5.13 + e5e678e4 (seed 2: skip newidle balance when a wake-up is pending).",
-        build: preset_v5_14,
-    },
-    Preset {
-        name: "v5.15",
-        doc: "v5.14 + 89aafd67 (seed 4 patch 3: prev becomes recent_used_cpu, with the \
-              allowed-mask bug; a7ba8948 from v5.16/5.15.y behaves the same) + 56498cfb (scan \
-              starts at target + 1). Per-CPU-kthread stacking still from any context.",
-        build: preset_v5_15,
-    },
-    Preset {
-        name: "v6.0",
-        doc: "v5.15 + 8b4e74cc (v5.17: kthread stacking needs in_task()) + SIS_UTIL in place \
-              of SIS_PROP (70fb5ccf).",
-        build: preset_v6_0,
-    },
-    Preset {
-        name: "v6.5",
-        doc: "v6.0 + ae2ad293 (recent_used_cpu mask test fixed: variant D).",
-        build: preset_v6_5,
-    },
-    Preset {
-        name: "v6.12",
-        doc: "v6.5 + delayed dequeue (152e11f6, DELAY_DEQUEUE on) as released in v6.12, \
-              without the seed-3 fix; SIS_PROP gone since v6.7.",
-        build: preset_v6_12,
-    },
-    Preset {
-        name: "v6.12.y",
-        doc: "v6.12 stable after July 2025: + aa3ee4f0 (seed 3 fix backported).",
-        build: preset_v6_12_y,
-    },
-    Preset {
-        name: "v6.16",
-        doc: "v6.12 + aa3ee4f0 (seed 3: the sync shortcut excludes delayed tasks). Same as \
-              mainline for every behaviour modelled here.",
-        build: preset_v6_16,
-    },
-    Preset {
-        name: "mainline",
-        doc: "Current mainline; identical to v6.16 for every behaviour modelled here.",
-        build: preset_v6_16,
-    },
-    Preset {
-        name: "mainline+barry",
-        doc: "mainline + seed 1 (Barry Song's never-merged in_task() requirement on the sync \
-              shortcut).",
-        build: preset_mainline_barry,
-    },
-];
-
-/// Preset names, for the command line's possible values.
-pub const PRESET_NAMES: &[&str] = &[
-    "v5.10",
-    "v5.12",
-    "v5.13",
-    "v5.14",
-    "v5.15",
-    "v6.0",
-    "v6.5",
-    "v6.12",
-    "v6.12.y",
-    "v6.16",
-    "mainline",
-    "mainline+barry",
-];
-
-fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "true" | "on" | "yes" | "1" => Ok(true),
-        "false" | "off" | "no" | "0" => Ok(false),
-        _ => Err(bad(key, v, "true|false (also on/off, yes/no, 1/0)")),
-    }
-}
-
-fn parse_u64(key: &str, v: &str, min: u64, max: u64, expected: &str) -> Result<u64, ConfigError> {
-    match v.trim().parse::<u64>() {
-        Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(bad(key, v, expected)),
+        self.id.config()
     }
 }
 
@@ -558,62 +608,6 @@ fn bad(key: &str, v: &str, expected: &str) -> ConfigError {
         key: key.into(),
         value: v.into(),
         expected: expected.into(),
-    }
-}
-
-impl RecentUsedMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RecentUsedMode::Off => "off",
-            RecentUsedMode::V510 => "v5.10",
-            RecentUsedMode::Prev => "prev",
-            RecentUsedMode::PrevFixed => "prev-fixed",
-            RecentUsedMode::SearchTarget => "search-target",
-        }
-    }
-    pub fn parse(v: &str) -> Option<Self> {
-        Some(match v.trim() {
-            "off" => RecentUsedMode::Off,
-            "v5.10" | "a" | "A" => RecentUsedMode::V510,
-            "prev" | "b" | "B" => RecentUsedMode::Prev,
-            "prev-fixed" | "d" | "D" => RecentUsedMode::PrevFixed,
-            "search-target" | "c" | "C" => RecentUsedMode::SearchTarget,
-            _ => return None,
-        })
-    }
-}
-
-impl IdleScan {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IdleScan::ThreeScan => "three-scan",
-            IdleScan::SinglePass => "single-pass",
-        }
-    }
-    pub fn parse(v: &str) -> Option<Self> {
-        match v.trim() {
-            "three-scan" => Some(IdleScan::ThreeScan),
-            "single-pass" => Some(IdleScan::SinglePass),
-            _ => None,
-        }
-    }
-}
-
-impl SisMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SisMode::None => "none",
-            SisMode::Prop => "prop",
-            SisMode::Util => "util",
-        }
-    }
-    pub fn parse(v: &str) -> Option<Self> {
-        match v.trim() {
-            "none" => Some(SisMode::None),
-            "prop" => Some(SisMode::Prop),
-            "util" => Some(SisMode::Util),
-            _ => None,
-        }
     }
 }
 
@@ -646,87 +640,6 @@ impl Config {
             .split_once('=')
             .ok_or_else(|| ConfigError::BadSyntax { arg: kv.into() })?;
         self.set(k.trim(), v.trim())
-    }
-
-    /// Sets one flag from strings (CLI `--set`, runtime `set` command).  Checks the value's
-    /// syntax and range only; call [`Config::validate`] after the last override.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
-        let key = key.trim().replace('-', "_");
-        let k = key.as_str();
-        let v = value;
-        match k {
-            "sync_requires_task_waker" => self.sync_requires_task_waker = parse_bool(k, v)?,
-            "newidle_skip_pending_wakeup" => self.newidle_skip_pending_wakeup = parse_bool(k, v)?,
-            "delayed_dequeue" => self.delayed_dequeue = parse_bool(k, v)?,
-            "sync_excludes_delayed" => self.sync_excludes_delayed = parse_bool(k, v)?,
-            "recent_used" => {
-                self.recent_used = RecentUsedMode::parse(v)
-                    .ok_or_else(|| bad(k, v, "off|v5.10|prev|prev-fixed|search-target"))?
-            }
-            "idle_scan" => {
-                self.idle_scan =
-                    IdleScan::parse(v).ok_or_else(|| bad(k, v, "three-scan|single-pass"))?
-            }
-            "idle_candidate" => self.idle_candidate = parse_bool(k, v)?,
-            "select_idle_smt_prev" => self.select_idle_smt_prev = parse_bool(k, v)?,
-            "scan_skips_target" => self.scan_skips_target = parse_bool(k, v)?,
-            "sis" => self.sis = SisMode::parse(v).ok_or_else(|| bad(k, v, "none|prop|util"))?,
-            "sis_prop_cost_per_cpu_ns" => {
-                self.sis_prop_cost_per_cpu_ns = parse_u64(
-                    k,
-                    v,
-                    1,
-                    1_000_000_000,
-                    "an integer number of ns, at least 1",
-                )?
-            }
-            "sis_prop_cost_fixed_ns" => {
-                self.sis_prop_cost_fixed_ns =
-                    parse_u64(k, v, 0, 1_000_000_000, "an integer number of ns, 0 or more")?
-            }
-            "wa_idle" => self.wa_idle = parse_bool(k, v)?,
-            "wa_weight" => self.wa_weight = parse_bool(k, v)?,
-            "wa_bias" => self.wa_bias = parse_bool(k, v)?,
-            "imbalance_pct_llc" => {
-                self.imbalance_pct_llc =
-                    parse_u64(k, v, 100, 1000, "an integer percentage 100..=1000")? as u32
-            }
-            "imbalance_pct_smt" => {
-                self.imbalance_pct_smt =
-                    parse_u64(k, v, 100, 1000, "an integer percentage 100..=1000")? as u32
-            }
-            "kthread_stacking_requires_task" => {
-                self.kthread_stacking_requires_task = parse_bool(k, v)?
-            }
-            _ => return Err(ConfigError::UnknownKey { key: key.clone() }),
-        }
-        Ok(())
-    }
-
-    /// The current value of a flag, formatted so that `set(key, &get(key))` is a no-op.
-    pub fn get(&self, key: &str) -> Option<String> {
-        let key = key.trim().replace('-', "_");
-        Some(match key.as_str() {
-            "sync_requires_task_waker" => self.sync_requires_task_waker.to_string(),
-            "newidle_skip_pending_wakeup" => self.newidle_skip_pending_wakeup.to_string(),
-            "delayed_dequeue" => self.delayed_dequeue.to_string(),
-            "sync_excludes_delayed" => self.sync_excludes_delayed.to_string(),
-            "recent_used" => self.recent_used.as_str().to_string(),
-            "idle_scan" => self.idle_scan.as_str().to_string(),
-            "idle_candidate" => self.idle_candidate.to_string(),
-            "select_idle_smt_prev" => self.select_idle_smt_prev.to_string(),
-            "scan_skips_target" => self.scan_skips_target.to_string(),
-            "sis" => self.sis.as_str().to_string(),
-            "sis_prop_cost_per_cpu_ns" => self.sis_prop_cost_per_cpu_ns.to_string(),
-            "sis_prop_cost_fixed_ns" => self.sis_prop_cost_fixed_ns.to_string(),
-            "wa_idle" => self.wa_idle.to_string(),
-            "wa_weight" => self.wa_weight.to_string(),
-            "wa_bias" => self.wa_bias.to_string(),
-            "imbalance_pct_llc" => self.imbalance_pct_llc.to_string(),
-            "imbalance_pct_smt" => self.imbalance_pct_smt.to_string(),
-            "kthread_stacking_requires_task" => self.kthread_stacking_requires_task.to_string(),
-            _ => return None,
-        })
     }
 
     /// Rejects combinations that make no sense (see the module documentation).
@@ -850,162 +763,5 @@ impl PolicySpec {
         }
         c.validate()?;
         Ok(c)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_preset_is_valid_and_listed() {
-        assert_eq!(PRESET_NAMES.len(), PRESETS.len());
-        for (p, n) in PRESETS.iter().zip(PRESET_NAMES) {
-            assert_eq!(p.name, *n);
-            p.config()
-                .validate()
-                .unwrap_or_else(|e| panic!("{}: {e}", p.name));
-            assert_eq!(Config::from_preset(p.name).unwrap(), p.config());
-        }
-        assert_eq!(Config::default(), Config::from_preset("mainline").unwrap());
-        assert_eq!(
-            Config::from_preset("v6.16").unwrap(),
-            Config::from_preset("mainline").unwrap()
-        );
-    }
-
-    #[test]
-    fn preset_contents_name_their_patches() {
-        let c = |n| Config::from_preset(n).unwrap();
-        assert_eq!(c("v5.10").recent_used, RecentUsedMode::V510);
-        assert_eq!(c("v5.10").idle_scan, IdleScan::ThreeScan);
-        assert_eq!(c("v5.10").sis, SisMode::Prop);
-        assert!(!c("v5.10").newidle_skip_pending_wakeup);
-        assert!(c("v5.14").newidle_skip_pending_wakeup);
-        assert_eq!(c("v5.15").recent_used, RecentUsedMode::Prev);
-        assert!(c("v5.13").select_idle_smt_prev && !c("v5.12").select_idle_smt_prev);
-        assert_eq!(c("v6.5").recent_used, RecentUsedMode::PrevFixed);
-        assert_eq!(c("v6.12").sis, SisMode::Util);
-        assert!(c("v6.12").delayed_dequeue && !c("v6.12").sync_excludes_delayed);
-        assert!(c("v6.12.y").sync_excludes_delayed);
-        assert!(c("v6.16").sync_excludes_delayed && !c("v6.16").sync_requires_task_waker);
-        assert!(c("mainline+barry").sync_requires_task_waker);
-        assert_eq!(
-            c("mainline+barry").diff_from(&c("mainline")),
-            vec!["sync_requires_task_waker=true"]
-        );
-        for n in PRESET_NAMES {
-            for f in FLAGS {
-                assert!(
-                    c(n).get(f.key).is_some(),
-                    "{n}: flag {} has no getter",
-                    f.key
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn set_get_round_trip_for_every_flag() {
-        for p in PRESETS {
-            let base = p.config();
-            for f in FLAGS {
-                let mut c = base;
-                let v = c.get(f.key).unwrap();
-                c.set(f.key, &v).unwrap();
-                assert_eq!(c, base, "{}: {}={v} changed the config", p.name, f.key);
-            }
-        }
-    }
-
-    #[test]
-    fn overrides_compose_after_the_preset() {
-        let c =
-            Config::from_preset_with("v6.12", &["sync_excludes_delayed=true", "sis=prop"]).unwrap();
-        assert!(c.sync_excludes_delayed);
-        assert_eq!(c.sis, SisMode::Prop);
-        assert!(c.delayed_dequeue);
-        // intermediate inconsistency is fine, the end state is validated
-        let c =
-            Config::from_preset_with("v6.16", &["idle_candidate=false", "idle_scan=three-scan"])
-                .unwrap();
-        assert_eq!(c.idle_scan, IdleScan::ThreeScan);
-        // dashes accepted in keys
-        let c = Config::from_preset_with("v6.16", &["recent-used=search-target"]).unwrap();
-        assert_eq!(c.recent_used, RecentUsedMode::SearchTarget);
-    }
-
-    #[test]
-    fn errors_are_clear() {
-        let e = Config::from_preset("v4.19").unwrap_err();
-        assert!(
-            e.to_string().contains("unknown preset 'v4.19'") && e.to_string().contains("v5.10")
-        );
-        let e = Config::from_preset_with("mainline", &["nope=1"]).unwrap_err();
-        assert!(e.to_string().contains("unknown policy flag 'nope'"));
-        let e = Config::from_preset_with("mainline", &["sis=fast"]).unwrap_err();
-        assert!(e.to_string().contains("none|prop|util"), "{e}");
-        let e = Config::from_preset_with("mainline", &["wa_idle=maybe"]).unwrap_err();
-        assert!(matches!(e, ConfigError::BadValue { .. }));
-        let e = Config::from_preset_with("mainline", &["sis_prop_cost_per_cpu_ns=0"]).unwrap_err();
-        assert!(e.to_string().contains("at least 1"), "{e}");
-        let e = Config::from_preset_with("mainline", &["sis_prop_cost_per_cpu_ns=-3"]).unwrap_err();
-        assert!(matches!(e, ConfigError::BadValue { .. }));
-        let e = Config::from_preset_with("mainline", &["imbalance_pct_llc=90"]).unwrap_err();
-        assert!(matches!(e, ConfigError::BadValue { .. }));
-        let e = Config::from_preset_with("mainline", &["wa_idle"]).unwrap_err();
-        assert!(matches!(e, ConfigError::BadSyntax { .. }));
-        let e = Config::from_preset_with("mainline", &["idle_candidate=false"]).unwrap_err();
-        assert!(
-            e.to_string().contains("requires idle_candidate=true"),
-            "{e}"
-        );
-        // serde-built configs are validated too
-        let c: Config = serde_json::from_str(r#"{"sis_prop_cost_per_cpu_ns": 0}"#).unwrap();
-        assert!(c.validate().is_err());
-    }
-
-    #[test]
-    fn accepted_combinations() {
-        Config::from_preset_with("v6.16", &["delayed_dequeue=false"]).unwrap();
-        Config::from_preset_with("v5.10", &["idle_candidate=true"]).unwrap();
-        Config::from_preset_with("v5.10", &["recent_used=search-target"]).unwrap();
-        Config::from_preset_with("v5.10", &["select_idle_smt_prev=true", "sis=util"]).unwrap();
-        Config::from_preset_with("v5.10", &["wa_weight=false"]).unwrap();
-    }
-
-    #[test]
-    fn serde_and_spec() {
-        let c = Config::from_preset("v5.15").unwrap();
-        let j = serde_json::to_string(&c).unwrap();
-        assert!(j.contains(r#""recent_used":"prev""#), "{j}");
-        assert!(j.contains(r#""idle_scan":"single-pass""#), "{j}");
-        let back: Config = serde_json::from_str(&j).unwrap();
-        assert_eq!(back, c);
-        assert!(serde_json::from_str::<Config>(r#"{"bogus": 1}"#).is_err());
-        let spec: PolicySpec = serde_json::from_str(
-            r#"{"preset": "v6.12", "set": {"sync_excludes_delayed": true, "sis": "prop", "imbalance_pct_llc": 125}}"#,
-        )
-        .unwrap();
-        let c = spec.to_config().unwrap();
-        assert!(c.sync_excludes_delayed && c.sis == SisMode::Prop && c.imbalance_pct_llc == 125);
-        let spec: PolicySpec =
-            serde_json::from_str(r#"{"set": {"recent_used": "nonsense"}}"#).unwrap();
-        assert!(
-            spec.to_config()
-                .unwrap_err()
-                .to_string()
-                .contains("recent_used")
-        );
-    }
-
-    #[test]
-    fn describe_lists_every_flag() {
-        let d = Config::from_preset("mainline+barry").unwrap().describe();
-        for f in FLAGS {
-            assert!(d.contains(f.key), "{}", f.key);
-        }
-        assert!(d.contains("sync_requires_task_waker       = true"), "{d}");
-        assert!(d.contains("Never merged"));
     }
 }

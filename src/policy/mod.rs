@@ -54,7 +54,7 @@
 //! (`select_fallback_rq()` emulation).  All input and output types are serde
 //! (de)serialisable for scenario files and decision traces.
 //!
-//! ## Flags (see `config::FLAGS` for the full help texts)
+//! ## Flags (declared once, in `config`'s `flags!` table; `config::FLAGS` has the full help texts)
 //!
 //! | flag | seed / commit | status |
 //! |---|---|---|
@@ -90,8 +90,8 @@ pub mod topology;
 pub mod types;
 
 pub use config::{
-    Config, ConfigError, FLAGS, FlagSpec, FlagValue, IdleScan, PRESET_NAMES, PRESETS, PolicySpec,
-    Preset, RecentUsedMode, SisMode,
+    Config, ConfigError, FLAGS, FlagKind, FlagSpec, FlagType, FlagValue, IdleScan, PRESET_NAMES,
+    PRESETS, PolicySpec, Preset, RecentUsedMode, SisMode,
 };
 pub use counters::Counters;
 pub use cpuset::{CpuSet, MAX_CPUS};
@@ -113,6 +113,8 @@ pub use types::{
 mod test_util;
 #[cfg(test)]
 mod tests_alloc;
+#[cfg(test)]
+mod tests_config;
 #[cfg(test)]
 mod tests_engine;
 #[cfg(test)]
