@@ -43,6 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mmstats import gain_pct, log2_buckets, mean_sd, percentile_le, significant  # noqa: E402
+import runlib  # noqa: E402
 
 PROG = "report"
 RESULT_FIELDS = ["setting", "workload", "param", "rep", "metric", "unit", "value"]
@@ -981,14 +982,9 @@ def update_readme(readme, section):
 
 # --------------------------------------------------------------------------- main
 
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, not the usage block
-        self.exit(2, f"{PROG}: {message} (see --help)\n")
-
-
 def main(argv):
-    ap = Parser(prog="tools/lab/report.py", description=__doc__,
-                formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = runlib.Parser(prog="tools/lab/report.py", name=PROG, description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("outdir", help="the lab's output directory")
     ap.add_argument("--baseline", metavar="SETTING",
                     help="the column differences are taken against (default: eevdf if present, else the first)")

@@ -2,7 +2,10 @@
 """Tests of the lab's host side without a VM: the guest-line parser, the results.csv
 interface, the plan, the topology parameter and each seed check in both directions
 (a check that cannot fail is no check). Ends with "N passed, N failed" for tools/test."""
+import argparse
+import contextlib
 import io
+import os
 import sys
 import tempfile
 import unittest
@@ -12,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checks  # noqa: E402
 import compare  # noqa: E402
 import lablib  # noqa: E402
+import runlib  # noqa: E402
 
 
 def row(s, w, p, rep, metric, value, unit="count"):
@@ -358,6 +362,63 @@ class SeedChecks(unittest.TestCase):
     def test_check_lines_format(self):
         lines = checks.check_lines(checks.seed4(seed4_rows()))
         self.assertRegex(lines[0], r"^CHECK PASS seed4_recent_used_hit_rate_follows_mode \S")
+
+
+class RunLib(unittest.TestCase):
+    """The helpers tools/lab/run, report.py and tools/vm-tests share (runlib.py)."""
+
+    def test_usage_error_is_one_line_exit_2(self):
+        ap = runlib.Parser(prog="tools/x", name="x")
+        ap.add_argument("--n", type=runlib.positive)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as e:
+            ap.parse_args(["--n", "0"])
+        self.assertEqual(e.exception.code, 2)
+        self.assertEqual(err.getvalue(), "x: argument --n: must be >= 1: 0 (see --help)\n")
+
+    def test_positive_and_csv_list(self):
+        self.assertEqual(runlib.positive("3"), 3)
+        for bad in ("0", "-1", "x", "1.5"):
+            with self.assertRaises(argparse.ArgumentTypeError):
+                runlib.positive(bad)
+        pick = runlib.csv_list(["a", "b"])
+        self.assertEqual(pick(" b, a,"), ["b", "a"])
+        for bad in ("", "c", "a,a", "a,c"):
+            with self.assertRaises(argparse.ArgumentTypeError):
+                pick(bad)
+        # items may carry more than the name they are checked by (WORKLOAD:PARAM)
+        self.assertEqual(runlib.csv_list(["a"], key=lambda x: x.split(":")[0])("a:1,a:2"), ["a:1", "a:2"])
+
+    def test_cache_dir_follows_the_harness(self):
+        old = os.environ.get("WAKELAB_CACHE")
+        try:
+            os.environ["WAKELAB_CACHE"] = "/tmp/wl-cache"
+            self.assertEqual(runlib.cache_dir(), Path("/tmp/wl-cache"))
+            os.environ["WAKELAB_CACHE"] = ""   # empty = unset, as wakelab-vm reads it
+            self.assertEqual(runlib.cache_dir(), Path.home() / ".cache/scx_wakelab")
+        finally:
+            if old is None:
+                os.environ.pop("WAKELAB_CACHE", None)
+            else:
+                os.environ["WAKELAB_CACHE"] = old
+
+    def test_build_c_caches_and_reports_errors_in_one_line(self):
+        if not any(runlib.shutil.which(c) for c in runlib.COMPILERS):
+            self.skipTest("no C compiler")
+        with tempfile.TemporaryDirectory() as d:
+            src, out = Path(d) / "hello.c", Path(d) / "bin" / "hello"
+            src.write_text("int main(void) { return 0; }\n")
+            self.assertEqual(runlib.build_c(src, out), out)
+            first = out.stat().st_mtime_ns
+            self.assertEqual(runlib.build_c(src, out), out)      # source unchanged: not rebuilt
+            self.assertEqual(out.stat().st_mtime_ns, first)
+            os.utime(src, ns=(first + 10**9, first + 10**9))     # source newer: rebuilt
+            src.write_text("int main(void) { return 1 }\n")
+            with self.assertRaises(runlib.Fail) as e:
+                runlib.build_c(src, out)
+            self.assertIn("building hello.c with", str(e.exception))
+            self.assertNotIn("\n", str(e.exception))
+            self.assertEqual(sorted(p.name for p in out.parent.iterdir()), ["hello"])  # no half-built file
 
 
 if __name__ == "__main__":
