@@ -17,6 +17,7 @@
 REPS=${REPS:-3}
 HB_LOOPS=${HB_LOOPS:-100}; PIPE_LOOPS=${PIPE_LOOPS:-5000}; QPERF_TIME=${QPERF_TIME:-2}
 LATCTX_ENOUGH=${LATCTX_ENOUGH:-10000}; LATCTX_PROCS=${LATCTX_PROCS:-16}; MC_SECS=${MC_SECS:-3}; TB_SECS=${TB_SECS:-3}
+LATCTX_ARGS=${LATCTX_ARGS:-}   # lat_ctx's arguments instead of the rings below (tools/lab/run --lat-ctx-args)
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-180}; LOAD_TIMEOUT=${LOAD_TIMEOUT:-60}
 TO=/usr/local/bin/timeout
 [ -x "$TO" ] || TO=timeout
@@ -62,6 +63,7 @@ echo "LAB-META clocksource $(cat /sys/devices/system/clocksource/clocksource0/cu
 echo "LAB-META cmdline $(cat /proc/cmdline)"
 echo "LAB-META clock ${WAKELAB_CLOCK:-host}"
 echo "LAB-META params reps=$REPS hb_loops=$HB_LOOPS pipe_loops=$PIPE_LOOPS qperf_time=$QPERF_TIME latctx_enough=$LATCTX_ENOUGH latctx_procs=$LATCTX_PROCS mc_secs=$MC_SECS tb_secs=$TB_SECS"
+[ -n "$LATCTX_ARGS" ] && echo "LAB-META latctx_args $LATCTX_ARGS"
 [ -w "$EV/trigger" ] || echo "LAB-META warning no hist trigger for sched_migrate_task"
 [ "$(cat /proc/sys/kernel/sched_schedstats 2>/dev/null)" = 1 ] || echo 1 >/proc/sys/kernel/sched_schedstats 2>/dev/null
 
@@ -113,12 +115,12 @@ measure() {
     sed -n 's/.*comm: *\([^,]*[^ ,]\) *, *orig_cpu: *\([0-9]*\), *dest_cpu: *\([0-9]*\) *} *hitcount: *\([0-9]*\).*/\1 \2 \3 \4/p' /tmp/hist |
         awk -v map="$NODEMAP" -v tasks=" $TASKS " -v sched="$SCOMM" -v pre="LAB r=$REP s=$SNAME w=$W p=$P" '
             BEGIN { n = split(map, w, " "); for (i = 1; i <= n; i++) { split(w[i], p, ":"); node[p[1]] = p[2] } }
-            sched != "" && $1 == sched { sm += $4; next }
+            sched != "" && $1 == sched { sm += $4; if (node[$2] != node[$3]) xsm += $4; next }
             { x = node[$2] != node[$3]; all += $4; if (x) xall += $4
               if (index(tasks, " " $1 " ")) { own += $4; if (x) xown += $4 } }
             END { printf "%s m=migrations u=count v=%d\n%s m=cross_node_migrations u=count v=%d\n", pre, all, pre, xall
                   printf "%s m=task_migrations u=count v=%d\n%s m=task_cross_node_migrations u=count v=%d\n", pre, own, pre, xown
-                  if (sched != "") printf "%s m=sched_migrations u=count v=%d\n", pre, sm }'
+                  if (sched != "") printf "%s m=sched_migrations u=count v=%d\n%s m=sched_cross_node_migrations u=count v=%d\n", pre, sm, pre, xsm }'
     # TOP_MIGRATORS=N: log the N task names with the most cross-node migrations
     if [ "${TOP_MIGRATORS:-0}" -gt 0 ]; then
         top=$(sed -n 's/.*comm: *\([^,]*[^ ,]\) *, *orig_cpu: *\([0-9]*\), *dest_cpu: *\([0-9]*\) *} *hitcount: *\([0-9]*\).*/\1 \2 \3 \4/p' /tmp/hist |
@@ -207,7 +209,7 @@ run_wl() {
             # while still delayed, so under delayed dequeue most wake-ups (60259 of
             # 77079 in the full run at d80e928) are requeues that never reach the
             # placement path the seed is about; in a ring of 16 almost none are. Why it
-            # "stalled" in tools/bench/baseline: not a hang but its cost. lat_ctx -P 8 keeps
+            # "stalled" in the former runner (tools/bench/baseline): not a hang but its cost. lat_ctx -P 8 keeps
             # all 8 vCPUs busy, and the virtual clock runs them round-robin on one host
             # thread: measured under EEVDF, '-P 8 -s 0 -N 3 2' with ENOUGH=5000 took 3.7
             # guest s, lmbench's default repetitions 9.3 s, and a guest second cost 8-10 wall
@@ -215,10 +217,16 @@ run_wl() {
             # ENOUGH=50000 (30 guest s) or a 120 guest-s timeout meant 10-50 wall minutes.
             # Each run's guest time is recorded (wall_s) and bounded (BENCH_TIMEOUT).
             TASKS="lat_ctx"
-            set -- env ENOUGH="$en" TIMING_O=0 LOOP_O=0 $LMB/lat_ctx -P "$NCPU" -W 0 -N 1 -s 0 "$LATCTX_PROCS"
+            # lat_ctx prints one 'NPROCS USECS' line per size: the ring's, or with
+            # LATCTX_ARGS the last size's
+            if [ -n "$LATCTX_ARGS" ]; then
+                set -- env ENOUGH="$en" TIMING_O=0 LOOP_O=0 $LMB/lat_ctx $LATCTX_ARGS; n='[0-9][0-9]*'
+            else
+                set -- env ENOUGH="$en" TIMING_O=0 LOOP_O=0 $LMB/lat_ctx -P "$NCPU" -W 0 -N 1 -s 0 "$LATCTX_PROCS"; n=$LATCTX_PROCS
+            fi
             if [ -n "$warm" ]; then $TO 60 "$@" >/dev/null 2>&1; return; fi
             measure "$@"
-            primary "$(sed -n "s/^$LATCTX_PROCS \\([0-9.][0-9.]*\\)\$/\\1/p" /tmp/run.out | tail -n 1)" us ;;
+            primary "$(sed -n "s/^$n \\([0-9.][0-9.]*\\)\$/\\1/p" /tmp/run.out | tail -n 1)" us ;;
         qperf-tcp-lat)
             TASKS="qperf"
             qperf >/dev/null 2>&1 & QS=$!; sleep 0.3
@@ -329,11 +337,16 @@ while [ $REP -le "$REPS" ]; do
             fi
             out load_s s "$(awk -v a="$l0" -v b="$(upt)" 'BEGIN { printf "%.2f", b - a }')"
         fi
+        blk0=$(upt)
         for wp in $WLS; do run_wl "${wp%%:*}" "${wp#*:}"; done
         W=block; P=-
+        # the block as a whole: its guest time, and the scheduler's CPU time from load
+        # to stop (between runs too, which the per-run agent_cpu_s leaves out)
+        out block_s s "$(awk -v a="$blk0" -v b="$(upt)" 'BEGIN { printf "%.2f", b - a }')"
         if [ -n "$SPID" ]; then
             alive=1; kill -0 "$SPID" 2>/dev/null || alive=0
             st=$(state)
+            tk=$(ticks_of "$SPID"); [ -n "$tk" ] && out sched_cpu_s s "$(awk -v t="$tk" 'BEGIN { printf "%.2f", t / 100 }')"
             if [ "$KIND" = wakelab ]; then
                 wl_snap /tmp/wl.end
                 h=$(sed -n 's/.*"enqueue_to_run_hist":\(\[[0-9,]*\]\).*/\1/p' /tmp/wl.end)

@@ -102,9 +102,16 @@ PEERS = ["scx_rustland", "scx_bpfland"]
 MAIN = ["eevdf", "wakelab", "scx_rustland", "scx_bpfland"]
 
 
+def workload_name(item):
+    """The workload of a --workloads item, WORKLOAD or WORKLOAD:PARAM."""
+    return item.split(":", 1)[0]
+
+
 def plan_for(profile, topo, settings=None, workloads=None):
     """[(setting, [(workload, param)])] in block order. profile: 'full' or 'quick'.
-    settings/workloads (lists) restrict the plan."""
+    settings/workloads (lists) restrict the plan. A workloads item WORKLOAD:PARAM runs that
+    parameter (e.g. hackbench-process-pipes:4 = 4 groups) instead of the profile's, in each
+    setting whose profile runs the workload: a single point of a sweep, or one outside it."""
     n = topo["cpus"]
     seed1 = [("seed1-qperf", "plain"), ("seed1-qperf", "rps+hogs")] if topo["nodes"] >= 2 else []
     mc = [("memcached", str(n))]
@@ -138,7 +145,26 @@ def plan_for(profile, topo, settings=None, workloads=None):
     if settings:
         plan = [(s, wl) for s, wl in plan if s in settings]
     if workloads:
-        plan = [(s, [w for w in wl if w[0] in workloads]) for s, wl in plan]
+        chosen = {}   # workload -> [params] or None (the profile's)
+        for item in workloads:
+            name, sep, param = item.partition(":")
+            if sep:
+                chosen.setdefault(name, [])
+                if chosen[name] is not None:
+                    chosen[name].append("" if param == "-" else param)
+            else:
+                chosen[name] = None
+
+        def pick(wl):
+            out = []
+            for w, p in wl:
+                if w not in chosen:
+                    continue
+                for q in ([p] if chosen[w] is None else chosen[w]):
+                    if (w, q) not in out:
+                        out.append((w, q))
+            return out
+        plan = [(s, pick(wl)) for s, wl in plan]
     return [(s, wl) for s, wl in plan if wl]
 
 
@@ -365,7 +391,9 @@ def latency_hist(raw, good_only=True):
             "settings": out}
 
 
-def workloads_meta(plan):
+def workloads_meta(plan, commands=None):
+    """meta.json's workloads; commands: {workload: command text} where an option replaced
+    the catalogue's (--lat-ctx-args)."""
     seen, out = set(), []
     for _, wl in plan:
         for w, p in wl:
@@ -373,7 +401,8 @@ def workloads_meta(plan):
                 continue
             seen.add((w, p))
             unit, better, cmd = WORKLOADS[w]
-            out.append({"name": w, "unit": unit, "better": better, "param": p, "command": cmd})
+            out.append({"name": w, "unit": unit, "better": better, "param": p,
+                        "command": (commands or {}).get(w, cmd)})
     return out
 
 

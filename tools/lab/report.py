@@ -4,7 +4,8 @@
     python3 tools/lab/report.py OUTDIR [--baseline SETTING] [--readme README.md]
 
 reads what the lab runner wrote into OUTDIR
-  meta.json          date, commit, command, kernel, clock, topology, host, settings, workloads
+  meta.json          date, commit, command, kernel, clock, topology, host, settings, workloads;
+                     optional: sections (markdown, appended) and notes (lines, under Notes)
   results.csv        setting,workload,param,rep,metric,unit,value (one measurement a row)
   checks.txt         `CHECK PASS|FAIL name detail` lines (optional)
   latency_hist.json  the agent's decision-latency histogram per setting (optional)
@@ -892,6 +893,12 @@ def write_md(path, lab, rows, baseline, eevdf, plots):
             L += [f"![{caption}](plots/{f})", ""]
     if not plots:
         L += ["No sweep or migration data to plot.", ""]
+    # Written by hand for this run (tools/lab/run --section, --note), kept in meta.json so
+    # that re-rendering keeps them
+    for text in m.get("sections") or []:
+        L += [str(text).rstrip("\n"), ""]
+    if m.get("notes"):
+        L += ["## Notes", ""] + [f"- {describe(n)}" for n in m["notes"]] + [""]
     Path(path).write_text("\n".join(L) + "\n")
 
 

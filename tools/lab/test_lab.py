@@ -5,7 +5,9 @@ interface, the plan, the topology parameter and each seed check in both directio
 import argparse
 import contextlib
 import io
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -180,11 +182,27 @@ class Plan(unittest.TestCase):
         self.assertEqual(text.splitlines()[1], "v6.12|wakelab|--preset v6.12 --slice-us 3000|lat-ctx:-")
         self.assertEqual(text.splitlines()[0], "eevdf|eevdf||lat-ctx:-")
 
+    def test_workload_params_chosen_on_the_command_line(self):
+        topo = lablib.parse_topology("2x2x2")
+        # one point of the profile's sweep (1, 2, 4 groups on 8 CPUs), and one outside it
+        plan = lablib.plan_for("full", topo, ["eevdf", "wakelab"],
+                               ["hackbench-process-pipes:4", "hackbench-process-pipes:6", "perf-sched-pipe"])
+        want = [("hackbench-process-pipes", "4"), ("hackbench-process-pipes", "6"), ("perf-sched-pipe", "")]
+        self.assertEqual(plan, [("eevdf", want), ("wakelab", want)])
+        # only settings whose profile runs the workload get it; '-' = no parameter
+        plan = lablib.plan_for("full", topo, ["v6.12", "wakelab"], ["lat-ctx:-"])
+        self.assertEqual(plan, [("wakelab", [("lat-ctx", "")]), ("v6.12", [("lat-ctx", "")])])
+        # a name alone keeps the profile's sweep, even beside a WORKLOAD:PARAM of it
+        plan = lablib.plan_for("full", topo, ["eevdf"], ["hackbench-thread-pipes:2", "hackbench-thread-pipes"])
+        self.assertEqual([p for _, p in plan[0][1]], ["1", "2", "4"])
+
     def test_meta_lists(self):
         plan = lablib.plan_for("quick", lablib.parse_topology("2x2x2"))
         ws = lablib.workloads_meta(plan)
         self.assertIn({"name": "memcached", "unit": "us", "better": "lower", "param": "8",
                        "command": lablib.WORKLOADS["memcached"][2]}, ws)
+        ws = lablib.workloads_meta(plan, {"memcached": "mcload -x"})
+        self.assertEqual({w["command"] for w in ws if w["name"] == "memcached"}, {"mcload -x"})
         kinds = {s["name"]: s["kind"] for s in lablib.settings_meta(plan)}
         self.assertEqual(kinds["wakelab+ib+seed1"], "wakelab")
 
@@ -419,6 +437,61 @@ class RunLib(unittest.TestCase):
             self.assertIn("building hello.c with", str(e.exception))
             self.assertNotIn("\n", str(e.exception))
             self.assertEqual(sorted(p.name for p in out.parent.iterdir()), ["hello"])  # no half-built file
+
+
+RUN = Path(__file__).resolve().parent / "run"
+
+
+def lab_run(*args):
+    p = subprocess.run([sys.executable, str(RUN), *map(str, args)], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Runner(unittest.TestCase):
+    """tools/lab/run's options that need no VM: --dry-run, usage errors, --from-raw."""
+
+    def test_dry_run_prints_the_plan_and_sizes(self):
+        rc, out, err = lab_run("--dry-run", "--settings", "eevdf,scx_bpfland", "--workloads",
+                               "hackbench-thread-sockets:4,lat-ctx", "--lat-ctx-args", "-P 8 -s 0 -N 1 -W 0 2",
+                               "--size", "HB_LOOPS=100", "--reps", "2")
+        self.assertEqual(rc, 0, err)
+        lines = out.splitlines()
+        self.assertEqual(lines[:2], ["eevdf|eevdf||hackbench-thread-sockets:4 lat-ctx:-",
+                                     "scx_bpfland|peer||hackbench-thread-sockets:4 lat-ctx:-"])
+        self.assertIn("REPS=2 HB_LOOPS=100 ", lines[2])
+        self.assertIn("LATCTX_ARGS='-P 8 -s 0 -N 1 -W 0 2'", lines[2])
+
+    def test_usage_errors_are_one_line(self):
+        for args, frag in ((["--workloads", "lat-ctx:a b"], "PARAM is a word"),
+                           (["--workloads", "nope:4"], "choose from"),
+                           (["--peer-bin", "/tmp/scx_other"], "must be named scx_rustland or scx_bpfland"),
+                           (["--lat-ctx-args", "'-P 2'"], "without quotes")):
+            rc, out, err = lab_run("--dry-run", *args)
+            self.assertEqual(rc, 2, args)
+            self.assertIn(frag, err)
+            self.assertEqual(len(err.splitlines()), 1, err)
+
+    def test_from_raw_keeps_the_runs_notes_and_marks_later_ones(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            (d / "raw.txt").write_text("LAB-META kernel 7.2\n"
+                                       "LAB r=1 s=eevdf w=lat-ctx p=- m=value u=us v=4.5\n"
+                                       "LAB r=1 s=eevdf w=block p=- m=block_s u=s v=9.25\n"
+                                       "LAB r=1 s=eevdf w=block p=- m=status u=- v=ok\n"
+                                       "LAB-END at 12.0\n")
+            (d / "meta.json").write_text(json.dumps({"commit": {"sha": "abc"}, "notes": ["during"],
+                                                     "sections": ["## Old\n"]}))
+            (d / "extra.md").write_text("## Why\n\ntext\n")
+            rc, out, err = lab_run("--from-raw", d / "raw.txt", "--out", d / "again", "--no-report",
+                                   "--note", "later", "--section", d / "extra.md")
+            self.assertEqual(rc, 0, err)
+            meta = json.loads((d / "again" / "meta.json").read_text())
+            self.assertEqual(meta["commit"], {"sha": "abc"})
+            self.assertEqual(meta["notes"][0], "during")
+            self.assertIn("added after the run", meta["notes"][1])
+            self.assertEqual(meta["notes"][2:], ["later"])
+            self.assertEqual(meta["sections"], ["## Old\n", "## Why\n\ntext\n"])
+            self.assertEqual(meta["blocks"], [{"setting": "eevdf", "rep": 1, "status": "ok", "block_s": 9.25}])
 
 
 if __name__ == "__main__":

@@ -249,6 +249,15 @@ class Layout(Base):
                      "**1 of 2 checks passed.**", "Failed: `seed3_affine`", "| **FAIL** | `seed3_affine` |"):
             self.assertIn(text, md)
 
+    def test_sections_and_notes_close_the_report(self):
+        d = make_outdir(self.tmp / "o", [("eevdf", "tbench", "", "value", "MB/s", [1, 2])],
+                        sections=["## Why it stands there\n\nBecause.\n"], notes=["first", "second"])
+        md, _ = self.render(d)
+        self.assertIn("\n## Why it stands there\n\nBecause.\n\n## Notes\n\n- first\n- second\n", md)
+        self.assertTrue(md.rstrip().endswith("- second"))
+        md, _ = self.render(make_outdir(self.tmp / "p", [("eevdf", "tbench", "", "value", "MB/s", [1, 2])]))
+        self.assertNotIn("## Notes", md)
+
     def test_latency_percentiles_and_shapes(self):
         buckets = [{"le_ns": 1000, "count": 50}, {"le_ns": 2000, "count": 49}, {"le_ns": 4000, "count": 1}]
         shapes = {
