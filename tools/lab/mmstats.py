@@ -1,5 +1,6 @@
-"""mmstats: the statistics of mmtests-style comparisons, shared by tools/bench/baseline and
-tools/lab/report.py so both tools mark significance and read histograms by the same rules.
+"""mmstats: the statistics of mmtests-style comparisons, shared by tools/lab/report.py,
+lablib.py (the agent's latency histograms) and checks.py, so all of them mark
+significance and read histograms by the same rules.
 
 Standard library only (CI runs Debian 12's python3 without extra packages).
 """
