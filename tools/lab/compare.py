@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lablib  # noqa: E402
+import runlib  # noqa: E402
 
 
 def means(rows):
@@ -115,7 +116,8 @@ def tables(before, after, setting, peers):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = runlib.Parser(prog="tools/lab/compare.py", name="compare", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("before")
     ap.add_argument("after")
     ap.add_argument("--setting", default="wakelab")
