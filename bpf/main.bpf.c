@@ -119,6 +119,11 @@ volatile u64 nr_agent_stall_fallbacks;
  * queue without its decision (rescue_from_stalled_agent()).
  */
 volatile u64 nr_stall_rescues;
+/*
+ * Of those, tasks rescued while the agent kept up: their decision was lost
+ * on its way (a race between BPF and the agent). Should stay 0.
+ */
+volatile u64 nr_lost_decisions;
 /* A decision for an older enqueue of the task (it was requeued meanwhile). */
 volatile u64 nr_stale_decisions;
 /* Fallback tasks taken before the CPU's own queue after waiting too long. */
@@ -294,11 +299,15 @@ struct task_ctx {
 	/* When the task last left a CPU: fair.c's exec_start for task_hot(). */
 	u64 last_stop_ns;
 	/*
-	 * Queued to the agent, no decision applied yet: the task waits in
-	 * WL_PARK_DSQ, and only the agent's decision or
-	 * rescue_from_stalled_agent() gets it running.
+	 * The generation (enq_cnt) the task waits in WL_PARK_DSQ for the agent
+	 * to decide, 0 when it waits for none: only that decision or
+	 * rescue_from_stalled_agent() gets it running. A generation, not a
+	 * flag: whoever clears it compares and swaps, so that a CPU finishing
+	 * its work for one generation late (the task ran, slept and was queued
+	 * again meanwhile) cannot clear the next one's, whose decision would
+	 * then be dropped as stale and the task left parked.
 	 */
-	u32 awaiting_agent;
+	u64 awaiting_gen;
 	/*
 	 * A decision for generation decided_gen, recorded by record_decision()
 	 * and carried out by move_decided() once the task is found parked (the
@@ -820,10 +829,11 @@ static bool clear_decision(struct task_ctx *tctx)
  * rescued since (its generation moved on; a newer message is on its way, or
  * none is needed).
  *
- * A race we accept: if the task is queued again between the generation
- * test and the exchange below, the stale decision stays recorded until
- * apply_parked() sees the generation differ, or the task's next enqueue
- * clears it; meanwhile its CPU counts one wake-up too many on its way.
+ * A race we accept: if the task is queued again (or rescued) between the
+ * generation test and the exchange below, the stale decision stays
+ * recorded until apply_parked() sees that the task waits for another
+ * generation, or the task's next enqueue clears it; meanwhile its CPU
+ * counts one wake-up too many on its way.
  */
 static bool record_decision(const struct decision_msg *d)
 {
@@ -838,7 +848,7 @@ static bool record_decision(const struct decision_msg *d)
 		return false;
 	}
 	tctx = lookup_task_ctx(p);
-	if (!tctx || tctx->enq_cnt != d->enq_cnt || !tctx->awaiting_agent) {
+	if (!tctx || READ_ONCE(tctx->awaiting_gen) != d->enq_cnt) {
 		inflight_done(d->cpu);
 		__sync_fetch_and_add(&nr_stale_decisions, 1);
 		goto out;
@@ -886,18 +896,30 @@ static void apply_parked(bool late)
 	 */
 	bpf_for_each(scx_dsq, p, WL_PARK_DSQ, 0) {
 		struct task_ctx *tctx = lookup_task_ctx(p);
-		u64 dsq_id;
-		s32 cpu, prev;
+		u64 dsq_id, gen, committed;
+		s32 cpu, decided, prev;
+		bool moved;
 
 		if (!tctx || !READ_ONCE(tctx->decision_pending))
 			continue;
-		if (tctx->decided_gen != tctx->enq_cnt) {
-			if (clear_decision(tctx))
-				__sync_fetch_and_add(&nr_stale_decisions, 1);
+		/*
+		 * Claim the decision before acting on it: a concurrent
+		 * apply_parked() (the agent's and the heartbeat's), a rescue
+		 * or the task's next enqueue may want it too, and only the one
+		 * that clears the flag carries it out or drops it.
+		 */
+		if (!__sync_lock_test_and_set(&tctx->decision_pending, 0))
+			continue;
+		__sync_fetch_and_sub(&wl_shared.decisions_pending, 1);
+		gen = tctx->decided_gen;
+		decided = tctx->decided_cpu;
+		if (gen != READ_ONCE(tctx->awaiting_gen)) {
+			inflight_done(decided);
+			__sync_fetch_and_add(&nr_stale_decisions, 1);
 			continue;
 		}
 		prev = scx_bpf_task_cpu(p);
-		cpu = tctx->decided_cpu;
+		cpu = decided;
 		if (cpu == WL_CPU_ANY) {
 			__sync_fetch_and_add(&nr_any_cpu_decisions, 1);
 			dsq_id = WL_FALLBACK_DSQ;
@@ -917,28 +939,38 @@ static void apply_parked(bool late)
 		}
 		if (tctx->decided_slice_ns)
 			scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, tctx->decided_slice_ns);
+		committed = tctx->committed_ns;
+		park_done(tctx);
+		tctx->applied_mono_ns = now;
 		/*
 		 * A failed move means the task left the parking queue since
-		 * the iterator saw it (dequeued, queued again, or moved by a
-		 * concurrent apply_parked() or rescue): its next enqueue
-		 * clears the decision. Only the one that moved it counts it in
-		 * queued_hint[], after the move, so that a task's slot is
-		 * always the queue it is in; note_queued_on() then wakes an
-		 * idle CPU that looked at the hint too early.
+		 * the iterator saw it (dequeued, or moved by a rescue): the
+		 * decision is void, its next enqueue is a new generation.
 		 */
-		if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, dsq_id, 0))
+		moved = scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, dsq_id, 0);
+		inflight_done(decided);
+		if (!moved) {
+			tctx->applied_mono_ns = 0;
 			continue;
-		if (dsq_id == WL_FALLBACK_DSQ)
-			hint_enter(tctx, WL_HINT_FALLBACK);
-		else if (!(dsq_id & SCX_DSQ_LOCAL_ON))
-			hint_enter(tctx, cpu);
-		clear_decision(tctx);
-		park_done(tctx);
+		}
+		/*
+		 * From here the task may already run on its CPU, and even have
+		 * slept and been queued to the agent again, before this CPU
+		 * goes on: its state is touched only while it still waits for
+		 * this generation. The queue hint goes in after the move, so
+		 * that a task's slot is always the queue it is in;
+		 * note_queued_on() then wakes an idle CPU that looked at the
+		 * hint too early. A task that ran first skips it.
+		 */
+		if (__sync_bool_compare_and_swap(&tctx->awaiting_gen, gen, 0)) {
+			if (dsq_id == WL_FALLBACK_DSQ)
+				hint_enter(tctx, WL_HINT_FALLBACK);
+			else if (!(dsq_id & SCX_DSQ_LOCAL_ON))
+				hint_enter(tctx, cpu);
+		}
 		if (dsq_id != WL_FALLBACK_DSQ)
 			runnable_add(cpu, 1);
-		tctx->awaiting_agent = 0;
-		tctx->applied_mono_ns = now;
-		hop_record(WL_HOP_COMMIT_APPLY, tctx->committed_ns, now);
+		hop_record(WL_HOP_COMMIT_APPLY, committed, now);
 		/* Placed: its last CPU need not keep waiting for it. */
 		if (newidle_wait_own_wakee)
 			set_own_wakee_until(prev, 0);
@@ -1127,7 +1159,7 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 	if (newidle_wait_own_wakee && selected && (msg->wake_flags & SCX_WAKE_SYNC) &&
 	    msg->waker_cpu == msg->prev_cpu)
 		set_own_wakee_until(msg->prev_cpu, now + WL_OWN_WAKEE_WAIT_NS);
-	tctx->awaiting_agent = 1;
+	WRITE_ONCE(tctx->awaiting_gen, tctx->enq_cnt);
 	msg_task_cpu = msg->task_cpu;
 	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
 	count_ring_msg(now);
@@ -1154,6 +1186,8 @@ static void requeue_in_place(struct task_struct *p, struct task_ctx *tctx,
 {
 	s32 cpu = scx_bpf_task_cpu(p);
 
+	/* Parked and requeued (a property change): it runs without a decision. */
+	WRITE_ONCE(tctx->awaiting_gen, 0);
 	if (clear_decision(tctx))
 		__sync_fetch_and_add(&nr_stale_decisions, 1);
 	park_done(tctx);
@@ -1520,8 +1554,8 @@ static bool idle_balance(s32 cpu, u64 now)
  * ("runnable task stall", or "watchdog failed to check in" when the task is
  * the watchdog's own kworker): move them from the parking queue to the
  * fallback queue. So are tasks parked for that long for any other reason
- * (a decision lost on its way). Their generation is bumped, so a decision
- * the agent makes for them later is dropped as stale. One CPU
+ * (a decision lost on its way). They stop waiting for their generation, so
+ * a decision the agent makes for them later is dropped as stale. One CPU
  * sweeps at a time, at most every WL_RESCUE_PERIOD_NS, and only while the
  * agent is quiet or behind, so a healthy agent costs nothing here.
  */
@@ -1548,19 +1582,20 @@ static void rescue_from_stalled_agent(u64 now)
 {
 	struct task_struct *p;
 	u64 last = last_rescue_ns;
-	bool quiet;
+	bool quiet, keeping_up;
 
 	if (time_delta(now, last) < WL_RESCUE_PERIOD_NS)
 		return;
 	quiet = agent_quiet(now);
+	keeping_up = !quiet && agent_lag_ns(now) <= agent_stall_ns;
 	/* Also a parked task whose decision never came, whatever the reason. */
-	if ((!quiet && agent_lag_ns(now) <= agent_stall_ns &&
-	     oldest_parked_wait(now) <= agent_stall_ns) ||
+	if ((keeping_up && oldest_parked_wait(now) <= agent_stall_ns) ||
 	    !__sync_bool_compare_and_swap(&last_rescue_ns, last, now))
 		return;
 
 	bpf_for_each(scx_dsq, p, WL_PARK_DSQ, 0) {
 		struct task_ctx *tctx = lookup_task_ctx(p);
+		u64 gen;
 
 		/*
 		 * A live agent that is behind keeps the tasks it will soon
@@ -1568,17 +1603,28 @@ static void rescue_from_stalled_agent(u64 now)
 		 */
 		if (!quiet && tctx && time_delta(now, tctx->enqueue_ns) <= agent_stall_ns)
 			break;
+		/*
+		 * It stops waiting before it moves, so that a decision for it
+		 * arriving now is dropped; and only for the generation it
+		 * waits for, so that a rescue racing with an apply_parked()
+		 * that moved it first cannot void its next wake-up.
+		 */
+		gen = 0;
 		if (tctx) {
-			clear_decision(tctx);
+			gen = READ_ONCE(tctx->awaiting_gen);
+			if (gen)
+				__sync_val_compare_and_swap(&tctx->awaiting_gen, gen, 0);
+			if (READ_ONCE(tctx->decided_gen) == gen)
+				clear_decision(tctx);
 			park_done(tctx);
-			tctx->awaiting_agent = 0;
-			tctx->enq_cnt++;
 			tctx->fallback_ns = bpf_ktime_get_ns();
 		}
 		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, WL_FALLBACK_DSQ, 0)) {
 			hint_enter(tctx, WL_HINT_FALLBACK);
 			scx_bpf_kick_cpu(scx_bpf_task_cpu(p), SCX_KICK_IDLE);
 			__sync_fetch_and_add(&nr_stall_rescues, 1);
+			if (keeping_up)
+				__sync_fetch_and_add(&nr_lost_decisions, 1);
 		}
 	}
 }
@@ -1756,7 +1802,7 @@ void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
 	if (!tctx)
 		return;
 	hint_leave(tctx);
-	tctx->awaiting_agent = 0;
+	WRITE_ONCE(tctx->awaiting_gen, 0);
 	tctx->start_ns = now;
 	if (tctx->enqueue_ns) {
 		u32 b = log2_bucket(time_delta(now, tctx->enqueue_ns));

@@ -339,6 +339,7 @@ pub fn read_counters(b: &bss, m: &mut LiveMetrics) {
         nr_ring_full_fallbacks,
         nr_agent_stall_fallbacks,
         nr_stall_rescues,
+        nr_lost_decisions,
         nr_fallback_starving,
         nr_stale_decisions,
         nr_bounced_decisions,

@@ -127,6 +127,7 @@ live_metrics! {
     nr_ring_full_fallbacks,
     nr_agent_stall_fallbacks,
     nr_stall_rescues,
+    nr_lost_decisions,
     nr_fallback_starving,
     nr_stale_decisions,
     nr_bounced_decisions,
@@ -262,7 +263,7 @@ impl LiveMetrics {
         );
         let _ = write!(
             s,
-            "bpf: queued {} applied {} (idle {} queue {}) requeued_in_place {} direct {} ring_full {} agent_stall {} rescued {} stale {} bounce {} gone {} | enqueue->run p50 {} p99 {} | agent cpu {:.1}% (spin {:.1}%, process {:.1}%)",
+            "bpf: queued {} applied {} (idle {} queue {}) requeued_in_place {} direct {} ring_full {} agent_stall {} rescued {} (lost {}) stale {} bounce {} gone {} | enqueue->run p50 {} p99 {} | agent cpu {:.1}% (spin {:.1}%, process {:.1}%)",
             self.nr_queued_to_agent,
             self.nr_agent_dispatches,
             self.nr_applied_to_idle,
@@ -272,6 +273,7 @@ impl LiveMetrics {
             self.nr_ring_full_fallbacks,
             self.nr_agent_stall_fallbacks,
             self.nr_stall_rescues,
+            self.nr_lost_decisions,
             self.nr_stale_decisions,
             self.nr_bounced_decisions,
             self.nr_decisions_task_gone,
