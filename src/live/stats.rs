@@ -278,10 +278,14 @@ pub fn describe() -> anyhow::Result<()> {
     let data = stats_metas()
         .into_iter()
         .fold(StatsServerData::<(), ()>::new(), |d, m| d.add_meta(m));
-    let mut out = std::io::stdout().lock();
+    let mut text = Vec::new();
     // From each struct no other one lists as an array (scx_stats visits those).
-    data.describe_meta(&mut out, Some(&["LiveMetrics", "PolicyCounters"]))?;
-    Ok(())
+    data.describe_meta(&mut text, Some(&["LiveMetrics", "PolicyCounters"]))?;
+    match std::io::Write::write_all(&mut std::io::stdout().lock(), &text) {
+        // `| head` is a reader's choice, not a failure.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
 impl LiveMetrics {
