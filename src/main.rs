@@ -40,13 +40,20 @@ struct Opts {
     #[arg(long, default_value_t = 0)]
     exit_dump_len: u32,
 
-    /// Print statistics every SECS seconds.
+    /// Print statistics every SECS seconds (read from the statistics socket,
+    /// as `scx_wakelab stats --monitor SECS` reads them).
     #[arg(long, value_name = "SECS", value_parser = parse_interval)]
     stats: Option<f64>,
 
-    /// Control socket for `scx_wakelab set` and `scx_wakelab stats`.
+    /// Control socket for `scx_wakelab set`.
     #[arg(long, value_name = "PATH", default_value = live::control::DEFAULT_SOCKET)]
     socket: std::path::PathBuf,
+
+    /// Statistics socket: the scx_stats server that `scx_wakelab stats`,
+    /// `--stats` and scx_stats clients read (mode 0600, 0660 with
+    /// --socket-group).
+    #[arg(long, value_name = "PATH", default_value = live::stats_socket::DEFAULT_STATS_SOCKET)]
+    stats_socket: std::path::PathBuf,
 
     /// Record every placement decision (inputs, rule chain, CPU) as JSON
     /// lines in FILE, for `scx_wakelab explain --trace FILE` to replay.
@@ -189,7 +196,8 @@ enum Command {
         socket: Option<std::path::PathBuf>,
     },
     /// Print the counters of the running scheduler (once, or every SECS
-    /// seconds with --monitor).
+    /// seconds with --monitor), read through scx_stats from its statistics
+    /// socket; --describe says what each counter counts.
     Stats {
         /// JSON instead of the stats block.
         #[arg(long)]
@@ -197,9 +205,12 @@ enum Command {
         /// Print the counters of each interval of SECS seconds until Ctrl-C.
         #[arg(long, value_name = "SECS", value_parser = parse_interval)]
         monitor: Option<f64>,
-        /// Control socket of the running instance.
-        #[arg(long, value_name = "PATH")]
-        socket: Option<std::path::PathBuf>,
+        /// Describe every counter (no running scheduler needed).
+        #[arg(long, conflicts_with_all = ["json", "monitor", "stats_socket"])]
+        describe: bool,
+        /// Statistics socket of the running instance (its --stats-socket).
+        #[arg(long, value_name = "PATH", default_value = live::stats_socket::DEFAULT_STATS_SOCKET)]
+        stats_socket: std::path::PathBuf,
     },
     // No doc comments here: they would replace the long help of ExplainArgs and SimArgs
     // (the scenario format, the workloads' --param keys, the input limits) with one line.
@@ -308,12 +319,16 @@ fn main() -> ExitCode {
                     exit::RUNTIME,
                 ),
             },
+            Command::Stats { describe: true, .. } => {
+                exit::exit_with(live::stats::describe(), exit::RUNTIME)
+            }
             Command::Stats {
                 json,
                 monitor,
-                socket,
+                stats_socket,
+                ..
             } => exit::exit_with(
-                live::client_stats(json, monitor, &live::control::socket_path(&socket)),
+                live::client_stats(json, monitor, &stats_socket),
                 exit::RUNTIME,
             ),
             // Their only inputs are the command line and the files it names. They run in
@@ -355,7 +370,7 @@ fn main() -> ExitCode {
         socket_group: opts.socket_group.clone(),
         trace_overwrite: opts.trace_overwrite,
     };
-    if let Err(e) = live::check_files(&opts.socket, trace.as_deref(), &files) {
+    if let Err(e) = live::check_files(&opts.socket, &opts.stats_socket, trace.as_deref(), &files) {
         return exit::exit_with(Err(e), exit::RUNTIME);
     }
     if opts.supervise && !supervised_child {
@@ -405,6 +420,7 @@ fn main() -> ExitCode {
             policy,
             opts.stats,
             &opts.socket,
+            &opts.stats_socket,
             trace.as_deref(),
             &files,
         ),

@@ -32,7 +32,7 @@ use super::control::ControlQueue;
 use super::libbpf_log;
 use super::placement::{Outcome, Placer};
 use super::protocol::{self, APPLY_MAX, Decision, DecisionRing, Message, RING_ENTRIES, WakeupRing};
-use super::stats::{HOP_ENQUEUE_READ, HOP_READ_COMMIT, LiveMetrics};
+use super::stats::{HOP_ENQUEUE_READ, HOP_READ_COMMIT, LiveMetrics, PolicyCounters};
 
 /// Where the scheduling thread runs (`--agent-cpu`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -629,7 +629,7 @@ impl<'a> Agent<'a> {
             return;
         };
         protocol::read_counters(bss, &mut self.local);
-        self.local.policy = *self.placer.engine().counters();
+        self.local.policy = PolicyCounters(*self.placer.engine().counters());
         self.local.trace_dropped = self.placer.trace_dropped;
         self.local.task_evictions = self.placer.task_evictions;
         // publish() runs on the scheduling thread: its clock is the agent's.

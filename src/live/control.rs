@@ -1,5 +1,8 @@
 //! Talking to a running scx_wakelab: flip a policy flag without unloading
-//! (`scx_wakelab set KEY=VALUE`) and read its counters (`scx_wakelab stats`).
+//! (`scx_wakelab set KEY=VALUE`). Its counters are read through scx_stats,
+//! on the statistics socket beside this one (stats_socket.rs); this socket
+//! answers `stats` too, with the same LiveMetrics, for --supervise's
+//! liveness check (supervise.rs), within the limits below.
 //!
 //! A Unix socket served by helper threads (which BPF dispatches without the
 //! agent, so a request never waits for the agent to place its own server).
@@ -261,7 +264,7 @@ fn peer_of(stream: &UnixStream, with_groups: bool) -> std::io::Result<Peer> {
 }
 
 /// `path` as a sockaddr_un, or why it cannot be one.
-fn sockaddr(path: &Path) -> Result<(libc::sockaddr_un, libc::socklen_t)> {
+pub(super) fn sockaddr(path: &Path) -> Result<(libc::sockaddr_un, libc::socklen_t)> {
     let bytes = path.as_os_str().as_bytes();
     // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
@@ -329,33 +332,62 @@ fn probe(addr: &(libc::sockaddr_un, libc::socklen_t)) -> Probe {
     }
 }
 
+/// Which of our two sockets a path is for: the control socket, or the
+/// scx_stats server's (stats_socket.rs). They are judged alike; only the
+/// words differ, and the stats socket's directories may be created.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SocketRole {
+    /// "control socket", "statistics socket".
+    pub what: &'static str,
+    /// The option that names another path.
+    pub option: &'static str,
+    /// Missing parent directories are created (by the scx_stats server, as
+    /// its /var/run/scx/root/ convention needs), not refused.
+    pub makes_dirs: bool,
+}
+
+pub(super) const CONTROL: SocketRole = SocketRole {
+    what: "control socket",
+    option: "--socket",
+    makes_dirs: false,
+};
+
 /// Whether `path` may become our socket: nothing is there (false), or a
 /// stale socket of ours that may be removed (true). Anything else is refused.
-fn check_socket_path(
+/// Without `probe_live`, a socket of ours there is taken as stale unasked
+/// (the check before loading, when the other socket's owner may be the
+/// sched_ext scheduler that check_can_load is about to name).
+pub(super) fn check_socket_path(
     path: &Path,
     addr: &(libc::sockaddr_un, libc::socklen_t),
     uid: u32,
+    role: SocketRole,
+    probe_live: bool,
 ) -> Result<bool> {
     let p = path.display();
+    let what = role.what;
     let md = match std::fs::symlink_metadata(path) {
         Ok(md) => md,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // Where bind() cannot create it: refused now, not after loading.
-            if let Some(why) = super::why_not_creatable(path) {
-                bail_input!("cannot create the control socket {p}: {why}");
+            let why = if role.makes_dirs {
+                why_dirs_cannot_be_made(path)
+            } else {
+                super::why_not_creatable(path)
+            };
+            if let Some(why) = why {
+                bail_input!("cannot create the {what} {p}: {why}");
             }
             return Ok(false);
         }
-        Err(e) => bail_input!("cannot use {p} as the control socket: {e}"),
+        Err(e) => bail_input!("cannot use {p} as the {what}: {e}"),
     };
     let ft = md.file_type();
     if ft.is_symlink() {
-        bail_input!("{p} is a symbolic link; refusing to replace it with the control socket");
+        bail_input!("{p} is a symbolic link; refusing to replace it with the {what}");
     }
     if !ft.is_socket() {
-        bail_input!(
-            "{p} exists and is not a socket; refusing to replace it with the control socket"
-        );
+        bail_input!("{p} exists and is not a socket; refusing to replace it with the {what}");
     }
     if md.uid() != uid {
         bail_input!(
@@ -363,10 +395,18 @@ fn check_socket_path(
             md.uid()
         );
     }
+    if !probe_live {
+        return Ok(true);
+    }
     match probe(addr) {
-        Probe::Live => bail!(
+        Probe::Live if role.option == CONTROL.option => bail!(
             "another scx_wakelab is already running: its control socket {p} answers; \
              stop it first, or give this one another --socket"
+        ),
+        Probe::Live => bail!(
+            "another scheduler is already running: something answers on the {what} {p}; \
+             stop it first, or give this one another {}",
+            role.option
         ),
         Probe::Stale => Ok(true),
         Probe::Other(e) => {
@@ -375,18 +415,46 @@ fn check_socket_path(
     }
 }
 
+/// For a socket whose missing directories will be created: why not, if the
+/// path ends in '/' or its nearest existing ancestor is not a directory.
+fn why_dirs_cannot_be_made(path: &Path) -> Option<String> {
+    if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        return Some("the path ends in '/'".to_string());
+    }
+    let mut dir = path.parent();
+    while let Some(d) = dir {
+        let d = if d.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            d
+        };
+        match std::fs::metadata(d) {
+            Ok(md) if md.is_dir() => return None,
+            Ok(_) => return Some(format!("{} is not a directory", d.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => dir = d.parent(),
+            Err(e) => return Some(format!("{}: {e}", d.display())),
+        }
+    }
+    None
+}
+
 /// Check, before anything is loaded, that `path` can become the control
 /// socket and that `access`'s group exists; spawn_server checks again.
 pub fn check_socket(path: &Path, access: &Access) -> Result<()> {
-    check_socket_path(path, &sockaddr(path)?, access.uid).map(|_| ())
+    check_socket_path(path, &sockaddr(path)?, access.uid, CONTROL, true).map(|_| ())
 }
 
 /// Make way for our socket at `path`: nothing there, or a stale socket of
 /// ours, which is removed. Anything else is left alone and refused.
-fn clear_stale(path: &Path, addr: &(libc::sockaddr_un, libc::socklen_t), uid: u32) -> Result<()> {
-    if check_socket_path(path, addr, uid)? {
+pub(super) fn clear_stale(
+    path: &Path,
+    addr: &(libc::sockaddr_un, libc::socklen_t),
+    uid: u32,
+    role: SocketRole,
+) -> Result<()> {
+    if check_socket_path(path, addr, uid, role, true)? {
         std::fs::remove_file(path)
-            .with_context(|| format!("removing the stale control socket {}", path.display()))?;
+            .with_context(|| format!("removing the stale {} {}", role.what, path.display()))?;
     }
     Ok(())
 }
@@ -426,8 +494,13 @@ fn fstat(fd: RawFd) -> std::io::Result<libc::stat> {
 /// through an O_PATH handle, so a symlink swapped in meanwhile is never
 /// followed. Returns the file's (dev, ino), to remove only our own file on
 /// shutdown.
-fn secure_socket_file(path: &Path, access: &Access) -> Result<(u64, u64)> {
+pub(super) fn secure_socket_file(
+    path: &Path,
+    access: &Access,
+    role: SocketRole,
+) -> Result<(u64, u64)> {
     let p = path.display();
+    let what = role.what;
     let cpath = CString::new(path.as_os_str().as_bytes())?;
     // SAFETY: plain syscall; a non-negative result is a new fd we own.
     let raw = unsafe {
@@ -438,20 +511,20 @@ fn secure_socket_file(path: &Path, access: &Access) -> Result<(u64, u64)> {
     };
     if raw < 0 {
         bail!(
-            "opening the control socket {p} just created: {}",
+            "opening the {what} {p} just created: {}",
             std::io::Error::last_os_error()
         );
     }
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let st = fstat(raw).with_context(|| format!("inspecting the control socket {p}"))?;
+    let st = fstat(raw).with_context(|| format!("inspecting the {what} {p}"))?;
     if st.st_mode & libc::S_IFMT != libc::S_IFSOCK || st.st_uid != access.uid {
-        bail!("{p} was replaced while the control socket was being created");
+        bail!("{p} was replaced while the {what} was being created");
     }
     if let Some(gid) = access.group {
         // SAFETY: empty path with AT_EMPTY_PATH: the file fd refers to.
         if unsafe { libc::fchownat(raw, c"".as_ptr(), u32::MAX, gid, libc::AT_EMPTY_PATH) } != 0 {
             bail!(
-                "giving the control socket {p} to group {gid}: {}",
+                "giving the {what} {p} to group {gid}: {}",
                 std::io::Error::last_os_error()
             );
         }
@@ -461,12 +534,12 @@ fn secure_socket_file(path: &Path, access: &Access) -> Result<(u64, u64)> {
         // chmod through /proc reaches the O_PATH fd's file, not the path.
         let via = format!("/proc/self/fd/{raw}");
         std::fs::set_permissions(&via, std::os::unix::fs::PermissionsExt::from_mode(want))
-            .with_context(|| format!("setting the mode of the control socket {p}"))?;
+            .with_context(|| format!("setting the mode of the {what} {p}"))?;
     }
-    let st = fstat(raw).with_context(|| format!("inspecting the control socket {p}"))?;
+    let st = fstat(raw).with_context(|| format!("inspecting the {what} {p}"))?;
     if st.st_mode & 0o7777 != want || access.group.is_some_and(|g| st.st_gid != g) {
         bail!(
-            "the control socket {p} has mode {:o}, group {} after setting {want:o}",
+            "the {what} {p} has mode {:o}, group {} after setting {want:o}",
             st.st_mode & 0o7777,
             st.st_gid
         );
@@ -485,10 +558,10 @@ pub fn spawn_server(
     access: Access,
 ) -> Result<std::thread::JoinHandle<()>> {
     let addr = sockaddr(path)?;
-    clear_stale(path, &addr, access.uid)?;
+    clear_stale(path, &addr, access.uid, CONTROL)?;
     let listener = bind_private(&addr)
         .with_context(|| format!("binding the control socket {}", path.display()))?;
-    let id = match secure_socket_file(path, &access) {
+    let id = match secure_socket_file(path, &access, CONTROL) {
         Ok(id) => id,
         Err(e) => {
             let _ = std::fs::remove_file(path);
@@ -817,7 +890,7 @@ pub fn socket_path(p: &Option<PathBuf>) -> PathBuf {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
@@ -1239,7 +1312,7 @@ mod tests {
     /// Connect as uid/gid 65534 in a forked child, send `stats`, and return
     /// the answer, or "connect: ERRNO". The child only makes syscalls (no
     /// allocation, no locks): the parent is multi-threaded.
-    fn ask_as_nobody(path: &Path) -> String {
+    pub(in crate::live) fn ask_as_nobody(path: &Path) -> String {
         let addr = sockaddr(path).unwrap();
         let mut pipe = [0; 2];
         assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);

@@ -10,6 +10,7 @@ pub mod libbpf_log;
 pub mod placement;
 pub mod protocol;
 pub mod stats;
+pub mod stats_socket;
 
 use std::mem::MaybeUninit;
 use std::path::Path;
@@ -25,6 +26,7 @@ use control::{ControlQueue, Shared};
 use placement::{Placer, topology_from_scx};
 use scx_wakelab::policy::Config;
 use stats::LiveMetrics;
+use stats_socket::StatsConn;
 
 /// Who besides root and our own uid may use the control socket, and whether
 /// `--trace` may replace an existing file. The defaults are the safe ones.
@@ -46,6 +48,7 @@ pub fn run_scheduler(
     policy: Config,
     stats_interval: Option<f64>,
     socket: &Path,
+    stats_socket: &Path,
     trace: Option<&Path>,
     files: &FileOptions,
 ) -> Result<()> {
@@ -65,8 +68,6 @@ pub fn run_scheduler(
     let config = Arc::new(Mutex::new(policy));
     let queue = ControlQueue::default();
     // Threads are started before the agent locks its memory.
-    let printer =
-        stats_interval.map(|secs| spawn_stats_printer(secs, metrics.clone(), shutdown.clone()));
     let server = control::spawn_server(
         socket,
         queue.clone(),
@@ -77,23 +78,35 @@ pub fn run_scheduler(
         shutdown.clone(),
         access,
     )?;
+    // On an error from here to the agent's start: stop the server first, it
+    // removes its socket, which would otherwise be left for the next start.
+    let stop_server = |server: std::thread::JoinHandle<()>, e| {
+        shutdown.store(true, Ordering::Relaxed);
+        let _ = server.join();
+        Err(e)
+    };
 
     let tracer = match trace
         .map(|p| spawn_trace_writer(p, files.trace_overwrite))
         .transpose()
     {
         Ok(t) => t,
-        Err(e) => {
-            // Stop the server first: it removes its socket, which would
-            // otherwise be left for the next start to clean up.
-            shutdown.store(true, Ordering::Relaxed);
-            let _ = server.join();
-            if let Some(h) = printer {
-                let _ = h.join();
-            }
-            return Err(e);
-        }
+        Err(e) => return stop_server(server, e),
     };
+    // The counters' reading side: scx_stats' server (stats_socket.rs).
+    let stats_server =
+        match stats_socket::serve(stats_socket, &access, metrics.clone(), config.clone()) {
+            Ok(s) => s,
+            Err(e) => {
+                if let Some((tx, writer)) = tracer {
+                    drop(tx);
+                    let _ = writer.join();
+                }
+                return stop_server(server, e);
+            }
+        };
+    let printer = stats_interval
+        .map(|secs| spawn_stats_printer(secs, stats_socket.to_path_buf(), shutdown.clone()));
 
     let started = Instant::now();
     // The fast lane unless asked otherwise or the kernel refuses it; a
@@ -170,6 +183,7 @@ pub fn run_scheduler(
     if let Some(h) = printer {
         let _ = h.join();
     }
+    drop(stats_server);
     let _ = server.join();
     if let Some((tx, writer)) = tracer {
         drop(tx);
@@ -212,25 +226,52 @@ fn cpu_ranges(cpus: &[usize]) -> String {
     out.join(",")
 }
 
+/// `--stats SECS`: every SECS, the counters of the interval, read as any
+/// client reads them, from the scx_stats server on `path` (as the scx
+/// schedulers' --stats does).
 fn spawn_stats_printer(
     secs: f64,
-    metrics: Arc<Mutex<LiveMetrics>>,
+    path: std::path::PathBuf,
     shutdown: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let period = Duration::from_secs_f64(secs);
+        let mut conn: Option<StatsConn> = None;
         let mut prev = LiveMetrics::default();
+        let mut prev_at = Instant::now();
         let mut last = Instant::now();
+        let mut failing = false;
         while !shutdown.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(50).min(period));
             if last.elapsed() < period {
                 continue;
             }
-            let now = metrics.lock().map(|m| m.clone()).unwrap_or_default();
-            let el = last.elapsed().as_secs_f64();
-            info!("[stats]\n{}", now.delta(&prev).format(el));
-            prev = now;
             last = Instant::now();
+            let got = match conn.as_mut() {
+                Some(c) => c.snapshot(),
+                None => StatsConn::connect(&path).and_then(|mut c| {
+                    let s = c.snapshot();
+                    conn = Some(c);
+                    s
+                }),
+            };
+            match got {
+                Ok((now, _)) => {
+                    let el = prev_at.elapsed().as_secs_f64();
+                    info!("[stats]\n{}", now.delta(&prev).format(el));
+                    prev = now;
+                    prev_at = Instant::now();
+                    failing = false;
+                }
+                Err(e) => {
+                    // Once per failure run; reconnect at the next interval.
+                    if !failing {
+                        log::warn!("--stats: {e:#}");
+                    }
+                    failing = true;
+                    conn = None;
+                }
+            }
         }
     })
 }
@@ -251,27 +292,29 @@ pub fn client_set(changes: &[String], socket: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `scx_wakelab stats [--json] [--monitor SECS]`.
+/// `scx_wakelab stats [--json] [--monitor SECS]`, from the scx_stats server
+/// on `socket`, on one connection; with --monitor, made again once when a
+/// request on it fails (e.g. the scheduler restarted), before giving up.
 pub fn client_stats(json: bool, monitor: Option<f64>, socket: &Path) -> Result<()> {
-    let fetch = || -> Result<(LiveMetrics, serde_json::Value)> {
-        let v: serde_json::Value = serde_json::from_str(&control::request(socket, "stats")?)
-            .context("the scheduler's answer is not JSON")?;
-        let m = stats::LiveMetrics::from_json(&v["metrics"]);
-        Ok((m, v))
-    };
+    let mut conn = StatsConn::connect(socket)?;
+    let (mut prev, v) = conn.snapshot()?;
     let Some(secs) = monitor else {
-        let (m, v) = fetch()?;
         if json {
             println!("{v}");
         } else {
-            println!("{}", m.format(0.0));
+            println!("{}", prev.format(0.0));
         }
         return Ok(());
     };
-    let (mut prev, _) = fetch()?;
     loop {
         std::thread::sleep(Duration::from_secs_f64(secs));
-        let (now, v) = fetch()?;
+        let (now, v) = match conn.snapshot() {
+            Ok(got) => got,
+            Err(_) => {
+                conn = StatsConn::connect(socket)?;
+                conn.snapshot()?
+            }
+        };
         let d = now.delta(&prev);
         if json {
             println!(
@@ -285,13 +328,19 @@ pub fn client_stats(json: bool, monitor: Option<f64>, socket: &Path) -> Result<(
     }
 }
 
-/// The socket path, the socket group and the trace path, checked without
+/// The socket paths, the socket group and the trace path, checked without
 /// creating or removing anything, so that a bad one is refused (one line,
 /// exit 2) before anything is loaded. The files are checked again as they
 /// are created.
-pub fn check_files(socket: &Path, trace: Option<&Path>, files: &FileOptions) -> Result<()> {
+pub fn check_files(
+    socket: &Path,
+    stats_socket: &Path,
+    trace: Option<&Path>,
+    files: &FileOptions,
+) -> Result<()> {
     let access = control::Access::new(files.socket_group.as_deref())?;
     control::check_socket(socket, &access)?;
+    stats_socket::check_stats_socket(stats_socket, &access)?;
     if let Some(t) = trace {
         check_trace_path(t, files.trace_overwrite)?;
     }

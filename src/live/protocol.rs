@@ -18,7 +18,9 @@ use scx_wakelab::policy::{CpuSet, WakerContext};
 
 use super::bpf_intf as raw;
 use super::bpf_skel::types::{bss, wl_shared};
-use super::stats::{HOP_ENQUEUE_READ, HOP_READ_COMMIT, HOPS, LAT_BUCKETS, LiveMetrics};
+use super::stats::{
+    HOP_ENQUEUE_READ, HOP_READ_COMMIT, HOPS, Hist, LAT_BUCKETS, LiveMetrics, with_counters,
+};
 
 /// Decisions one apply run carries out (`WL_APPLY_MAX`).
 pub const APPLY_MAX: usize = raw::wakelab_consts_WL_APPLY_MAX as usize;
@@ -325,59 +327,18 @@ pub fn set_policy(
 
 /// BPF's counters and histograms into `m` (bpf/main.bpf.c documents each).
 pub fn read_counters(b: &bss, m: &mut LiveMetrics) {
+    // Every counter stats.rs lists under `bpf`, by the same name in .bss.
     macro_rules! rd {
-        ($($f:ident),* $(,)?) => {
+        (agent: { $($a:ident : $ad:tt,)* } bpf: { $($f:ident : $fd:tt,)* }) => {
             $( m.$f = vol!(b.$f); )*
         };
     }
-    rd!(
-        nr_queued_to_agent,
-        nr_sleep_msgs,
-        nr_sleep_msgs_dropped,
-        nr_agent_dispatches,
-        nr_direct_dispatches,
-        nr_ring_full_fallbacks,
-        nr_agent_stall_fallbacks,
-        nr_stall_rescues,
-        nr_lost_decisions,
-        nr_fallback_starving,
-        nr_stale_decisions,
-        nr_bounced_decisions,
-        nr_decisions_task_gone,
-        nr_enqueue_without_select,
-        nr_select_task_ctx,
-        nr_select_softirq_ctx,
-        nr_select_hardirq_ctx,
-        nr_heartbeat_kicks,
-        nr_idle_agent_kicks,
-        nr_stranded_kicks,
-        nr_newidle_pulls,
-        nr_newidle_skipped_pending,
-        nr_newidle_pull_despite_pending,
-        nr_newidle_nothing,
-        nr_newidle_cache_hot,
-        nr_newidle_search_despite_pending,
-        nr_newidle_wait_own_wakee,
-        nr_newidle_skipped_parked,
-        nr_idle_balance_kicks,
-        nr_idle_balance_pulls,
-        nr_idle_balance_nothing,
-        nr_idle_balance_cache_hot,
-        nr_agent_runs,
-        nr_agent_migrations,
-        nr_agent_preempt_kicks,
-        nr_requeues_in_place,
-        nr_applied_to_idle,
-        nr_applied_to_queue,
-        nr_apply_runs,
-        nr_apply_misses,
-        nr_applied_late,
-    );
+    with_counters!(rd);
     m.enqueue_to_run_hist.resize(LAT_BUCKETS, 0);
     for (i, v) in m.enqueue_to_run_hist.iter_mut().enumerate() {
         *v = vol!(b.enqueue_to_run_hist[i]);
     }
-    m.hop_hist.resize(HOPS.len(), Vec::new());
+    m.hop_hist.resize(HOPS.len(), Hist::default());
     for (hop, row) in m.hop_hist.iter_mut().enumerate() {
         row.resize(LAT_BUCKETS, 0);
         if hop == HOP_ENQUEUE_READ || hop == HOP_READ_COMMIT {

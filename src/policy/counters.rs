@@ -6,15 +6,17 @@
 //! never merged, so those are this project's definitions, written down at each field).
 //! The rest are this project's own and say so.
 //!
-//! A plain struct of `u64`s: `Default`, serde, `add` and `diff`, and `fields()` for printing.
+//! A plain struct of `u64`s: `Default`, serde, `add` and `diff`, `fields()` for printing, and
+//! `DESCRIPTIONS` (the doc comments) for `scx_wakelab stats`.
 //! Every decision returns the counts it made (`Decision::counted`) and the engine keeps the
 //! running totals.
 
 use serde::{Deserialize, Serialize};
 
 macro_rules! counters {
-    ($( $(#[$m:meta])* $field:ident, )*) => {
+    ($( $(#[doc = $doc:literal])* $field:ident, )*) => {
         const COUNTER_NAMES: &[&str] = &[ $( stringify!($field), )* ];
+        const COUNTER_DESCRIPTIONS: &[&str] = &[ $( concat!($($doc),*), )* ];
         /// Number of counters in [`Counters`].
         pub const NR_COUNTERS: usize = COUNTER_NAMES.len();
 
@@ -22,12 +24,15 @@ macro_rules! counters {
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
         #[serde(default)]
         pub struct Counters {
-            $( $(#[$m])* pub $field: u64, )*
+            $( $(#[doc = $doc])* pub $field: u64, )*
         }
 
         impl Counters {
             /// Field names in declaration order.
             pub const FIELD_NAMES: &'static [&'static str] = COUNTER_NAMES;
+            /// Each field's doc comment, its lines joined (each starts with a
+            /// space), in declaration order: what `stats` describes it with.
+            pub const DESCRIPTIONS: &'static [&'static str] = COUNTER_DESCRIPTIONS;
 
             /// `self += other`, field by field.
             pub fn add(&mut self, other: &Counters) {
@@ -182,6 +187,9 @@ mod tests {
         assert_eq!(b.get("sis_scanned"), Some(14));
         assert_eq!(b.get("nope"), None);
         assert_eq!(b.fields().len(), Counters::FIELD_NAMES.len());
+        assert_eq!(Counters::DESCRIPTIONS.len(), Counters::FIELD_NAMES.len());
+        assert!(Counters::DESCRIPTIONS[0].contains("schedstat `nr_wakeups`"));
+        assert!(Counters::DESCRIPTIONS.iter().all(|d| !d.trim().is_empty()));
         let j = serde_json::to_string(&b).unwrap();
         let back: Counters = serde_json::from_str(&j).unwrap();
         assert_eq!(back, b);

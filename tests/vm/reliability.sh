@@ -434,6 +434,9 @@ SCHED=$!
 if wait_state enabled 30; then pass hostile_scheduler_enabled; else fail hostile_scheduler_enabled "state $(sched_state)"; fi
 i=0; until scx_wakelab stats --json >/dev/null 2>&1 || [ $i -ge 100 ]; do sleep 0.2; i=$((i + 1)); done
 evid socket "$(ls -l /run/scx_wakelab.sock | awk '{print $1, $3, $4}')"
+evid stats_socket "$(ls -l /var/run/scx/root/stats | awk '{print $1, $3, $4}')"
+case "$(ls -l /var/run/scx/root/stats | cut -c1-10)" in srw-------) pass stats_socket_private ;;
+*) fail stats_socket_private "$(ls -l /var/run/scx/root/stats)" ;; esac
 CHANGES0=$(counter config_changes)
 su -s /bin/sh nobody -c 'scx_wakelab stats' >/tmp/nobody.out 2>/tmp/nobody.err
 rc=$?

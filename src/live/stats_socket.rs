@@ -1,0 +1,465 @@
+//! The counters of a running scx_wakelab, served through scx_stats, as the
+//! scx schedulers serve theirs: a `StatsServer` on its own Unix socket
+//! (`--stats-socket`, by default scx's /var/run/scx/root/stats) answers
+//! `stats_meta` with the descriptions `#[derive(Stats)]` builds from
+//! stats.rs's one list, target `top` with the LiveMetrics the scheduling
+//! thread publishes, and target `config` with the policy flags now.
+//! `scx_wakelab stats [--json] [--monitor SECS]` and the scheduler's own
+//! `--stats SECS` printer are its clients.
+//!
+//! The control socket (control.rs) runs beside it and keeps `set`, with its
+//! limits on clients and requests, and a `stats` answer for --supervise's
+//! liveness check.
+//!
+//! Who may read: the scx_stats server checks no credentials, so the file's
+//! mode is the whole fence, as the control socket's first one: the socket is
+//! created with no access for others whatever the umask, then set to 0600
+//! (0660 and the group with --socket-group) and verified, like the control
+//! socket. A path that is not a stale socket of ours is refused, not
+//! replaced (the server itself would remove whatever is there).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use scx_stats::{StatsErrno, StatsRequest, StatsResponse, StatsServer, StatsServerData};
+use scx_wakelab::policy::Config;
+use serde_json::Value;
+
+use super::control::{self, Access, SocketRole};
+use super::stats::{LiveMetrics, stats_metas};
+
+/// scx_stats' own default (StatsServer::new, StatsClient::new).
+pub const DEFAULT_STATS_SOCKET: &str = "/var/run/scx/root/stats";
+
+const STATS: SocketRole = SocketRole {
+    what: "statistics socket",
+    option: "--stats-socket",
+    makes_dirs: true,
+};
+
+/// Longest answer a client reads: a `top` object is a few KiB.
+const MAX_ANSWER: u64 = 1 << 20;
+/// A server that does not take or answer a request within this is given up.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Check, before anything is loaded, that `path` can become the statistics
+/// socket: nothing there, or a socket of ours (whether it still answers is
+/// asked when it is created, after the check for another scheduler).
+pub fn check_stats_socket(path: &Path, access: &Access) -> Result<()> {
+    control::check_socket_path(path, &control::sockaddr(path)?, access.uid, STATS, false)
+        .map(|_| ())
+}
+
+/// The running scx_stats server; stops it and removes its socket file (if
+/// still ours) when dropped.
+pub struct StatsSocket {
+    server: Option<StatsServer<(), ()>>,
+    path: PathBuf,
+    /// (dev, ino) of the socket file we created.
+    id: (u64, u64),
+}
+
+impl Drop for StatsSocket {
+    fn drop(&mut self) {
+        // StatsServer's drop stops its listener.
+        drop(self.server.take());
+        if let Ok(md) = std::fs::symlink_metadata(&self.path)
+            && (md.dev(), md.ino()) == self.id
+        {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// The scx_stats server's data: every struct's description, and what each
+/// target answers with.
+fn server_data(
+    metrics: Arc<Mutex<LiveMetrics>>,
+    config: Arc<Mutex<Config>>,
+) -> StatsServerData<(), ()> {
+    let data = stats_metas()
+        .into_iter()
+        .fold(StatsServerData::new(), |d, meta| d.add_meta(meta));
+    data.add_stats(
+        "top",
+        Box::new(move |_args, _chan| {
+            let m = metrics.lock().map(|m| m.clone()).unwrap_or_default();
+            Ok(serde_json::to_value(m)?)
+        }),
+    )
+    .add_stats(
+        "config",
+        Box::new(move |_args, _chan| {
+            let c = config.lock().map(|c| *c).unwrap_or_default();
+            Ok(serde_json::to_value(c)?)
+        }),
+    )
+}
+
+/// Start the scx_stats server on `path`, taking the path over only when
+/// nothing is there or a stale socket of ours is.
+pub fn serve(
+    path: &Path,
+    access: &Access,
+    metrics: Arc<Mutex<LiveMetrics>>,
+    config: Arc<Mutex<Config>>,
+) -> Result<StatsSocket> {
+    let p = path.display();
+    let addr = control::sockaddr(path)?;
+    control::clear_stale(path, &addr, access.uid, STATS)?;
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+        && !dir.exists()
+    {
+        // Searchable, as scx's /var/run/scx/root is: the socket's own mode
+        // is what keeps others out.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .with_context(|| format!("creating {} for the {}", dir.display(), STATS.what))?;
+    }
+    // launch() binds the socket itself, with mode 0777 less the umask, before
+    // secure_socket_file can set it: a umask that keeps everyone else out
+    // closes that window. It is the process's, but nothing else creates files
+    // meanwhile (the other threads serve sockets that exist) and a stricter
+    // umask could only make another file stricter.
+    let old = unsafe { libc::umask(0o077) };
+    let launched = StatsServer::new(server_data(metrics, config))
+        .set_path(path)
+        .launch();
+    unsafe { libc::umask(old) };
+    let server = launched.with_context(|| format!("starting the scx_stats server on {p}"))?;
+    match control::secure_socket_file(path, access, STATS) {
+        Ok(id) => Ok(StatsSocket {
+            server: Some(server),
+            path: path.to_path_buf(),
+            id,
+        }),
+        Err(e) => {
+            drop(server);
+            let _ = std::fs::remove_file(path);
+            Err(e)
+        }
+    }
+}
+
+/// A client connection to a statistics socket, kept for successive
+/// requests (--monitor, --stats). Every answer is read with a bound on its
+/// length and time, so a server that is not scx_wakelab's cannot hang or
+/// bloat the client.
+pub struct StatsConn {
+    path: PathBuf,
+    reader: BufReader<UnixStream>,
+}
+
+impl StatsConn {
+    pub fn connect(path: &Path) -> Result<StatsConn> {
+        let s = UnixStream::connect(path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                anyhow!(
+                    "permission denied on the statistics socket {}: it is for root and the scheduler's user",
+                    path.display()
+                )
+            } else {
+                anyhow!(
+                    "no running scx_wakelab serves statistics on {} ({e}); start one first, or pass --stats-socket",
+                    path.display()
+                )
+            }
+        })?;
+        s.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+        s.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+        Ok(StatsConn {
+            path: path.to_path_buf(),
+            reader: BufReader::new(s),
+        })
+    }
+
+    /// scx_stats' `stats` request for `target`: the answer's `resp`.
+    pub fn request(&mut self, target: &str) -> Result<Value> {
+        let p = self.path.display();
+        let req = StatsRequest::new("stats", vec![("target".into(), target.into())]);
+        let mut line = serde_json::to_string(&req)?;
+        line.push('\n');
+        self.reader
+            .get_ref()
+            .write_all(line.as_bytes())
+            .with_context(|| format!("sending a request on {p}"))?;
+        let mut answer = String::new();
+        Read::take(&mut self.reader, MAX_ANSWER)
+            .read_line(&mut answer)
+            .with_context(|| format!("reading the answer on {p}"))?;
+        if answer.is_empty() {
+            bail!("the scheduler closed the connection on {p} without answering");
+        }
+        if !answer.ends_with('\n') && answer.len() as u64 >= MAX_ANSWER {
+            bail!("the answer on {p} is longer than {MAX_ANSWER} bytes: not an scx_wakelab");
+        }
+        let mut resp: StatsResponse = serde_json::from_str(answer.trim_end())
+            .map_err(|e| anyhow!("the answer on {p} is not JSON of an scx_stats server ({e})"))?;
+        let body = resp.args.remove("resp").unwrap_or(Value::Null);
+        if resp.errno != 0 {
+            let why = body
+                .as_str()
+                .map_or_else(|| body.to_string(), str::to_string);
+            bail!(
+                "the server on {p} refused '{target}': {} ({why})",
+                StatsErrno(resp.errno)
+            );
+        }
+        Ok(body)
+    }
+
+    /// The counters (missing or unknown fields tolerated: client and server
+    /// versions may differ) and `stats --json`'s object, {"config","metrics"}.
+    pub fn snapshot(&mut self) -> Result<(LiveMetrics, Value)> {
+        let metrics = self.request("top")?;
+        let config = self.request("config")?;
+        let m = LiveMetrics::from_json(&metrics);
+        Ok((
+            m,
+            serde_json::json!({ "config": config, "metrics": metrics }),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_path(tag: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("wakelab-stats-{}-{tag}", std::process::id()))
+    }
+
+    fn shared() -> (Arc<Mutex<LiveMetrics>>, Arc<Mutex<Config>>) {
+        let mut m = LiveMetrics {
+            nr_decisions: 123,
+            nr_queued_to_agent: 7,
+            enqueue_to_run_hist: vec![0, 2, 1],
+            ..Default::default()
+        };
+        m.policy.nr_wakeups_affine = 5;
+        m.record_hop(1, 3000);
+        (
+            Arc::new(Mutex::new(m)),
+            Arc::new(Mutex::new(Config::from_preset("mainline").unwrap())),
+        )
+    }
+
+    fn root_only() -> Access {
+        Access::new(None).unwrap()
+    }
+
+    /// A scheduler's server (metrics and config behind it, no BPF) and a
+    /// client on a temp socket: the counters, the JSON shape the lab's
+    /// scripts parse, the descriptions, the mode, the file removed at the end.
+    #[test]
+    fn serves_counters_and_descriptions_on_a_private_socket() {
+        let dir = temp_path("dir");
+        let path = dir.join("scx").join("stats");
+        let (metrics, config) = shared();
+        let sock = serve(&path, &root_only(), metrics.clone(), config).unwrap();
+        let md = std::fs::symlink_metadata(&path).unwrap();
+        assert_eq!(md.mode() & 0o7777, 0o600, "no access for others");
+
+        let mut c = StatsConn::connect(&path).unwrap();
+        let (m, v) = c.snapshot().unwrap();
+        assert_eq!(m.nr_decisions, 123);
+        assert_eq!(m.policy.nr_wakeups_affine, 5);
+        let line = v.to_string();
+        for want in [
+            "{\"config\":{",
+            "\"nr_decisions\":123",
+            "\"nr_queued_to_agent\":7",
+            "\"nr_wakeups_affine\":5",
+            "\"enqueue_to_run_hist\":[0,2,1]",
+            "\"hop_hist\":[[],[0,",
+            "\"recent_used\":",
+        ] {
+            assert!(line.contains(want), "{want} not in {line}");
+        }
+        // The same connection serves again, with what was published since.
+        metrics.lock().unwrap().nr_decisions = 130;
+        assert_eq!(c.snapshot().unwrap().0.delta(&m).nr_decisions, 7);
+
+        // Every field described, as scx_stats' clients ask for it.
+        let raw = {
+            let s = c.reader.get_ref();
+            (&*s)
+                .write_all(b"{\"req\":\"stats_meta\",\"args\":{}}\n")
+                .unwrap();
+            let mut l = String::new();
+            c.reader.read_line(&mut l).unwrap();
+            l
+        };
+        let meta: Value = serde_json::from_str(&raw).unwrap();
+        let top = &meta["args"]["resp"]["LiveMetrics"];
+        assert_eq!(top["top"], "true");
+        assert!(top["fields"]["nr_decisions"]["desc"].is_string(), "{top}");
+        assert!(meta["args"]["resp"]["PolicyCounters"]["fields"]["nr_wakeups"]["desc"].is_string());
+
+        let e = c.request("nope").unwrap_err().to_string();
+        assert!(e.contains("refused 'nope'"), "{e}");
+
+        drop(c);
+        drop(sock);
+        assert!(!path.exists(), "socket removed on shutdown");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_group_may_read_and_nobody_else() {
+        let path = temp_path("group");
+        let (metrics, config) = shared();
+        let sock = serve(&path, &Access::new(Some("65534")).unwrap(), metrics, config).unwrap();
+        let md = std::fs::symlink_metadata(&path).unwrap();
+        assert_eq!(md.mode() & 0o7777, 0o660);
+        assert_eq!(md.gid(), 65534);
+        drop(sock);
+    }
+
+    /// Another user cannot even connect (the mode; scx_stats checks no
+    /// credentials); the group's members can.
+    #[test]
+    fn other_users_cannot_connect() {
+        if unsafe { libc::geteuid() } != 0 {
+            return; // setuid() to another user needs root
+        }
+        let path = temp_path("nobody");
+        let (metrics, config) = shared();
+        let sock = serve(&path, &root_only(), metrics.clone(), config.clone()).unwrap();
+        assert_eq!(control::tests::ask_as_nobody(&path), "connect: EACCES");
+        drop(sock);
+        let sock = serve(&path, &Access::new(Some("65534")).unwrap(), metrics, config).unwrap();
+        assert_ne!(control::tests::ask_as_nobody(&path), "connect: EACCES");
+        drop(sock);
+    }
+
+    /// umask 000 is process-wide; no other test depends on it being strict.
+    #[test]
+    fn socket_is_private_under_umask_000() {
+        let path = temp_path("umask");
+        let (metrics, config) = shared();
+        let old = unsafe { libc::umask(0) };
+        let sock = serve(&path, &root_only(), metrics, config);
+        unsafe { libc::umask(old) };
+        let sock = sock.unwrap();
+        let md = std::fs::symlink_metadata(&path).unwrap();
+        assert_eq!(md.mode() & 0o7777, 0o600);
+        drop(sock);
+    }
+
+    #[test]
+    fn paths_that_are_not_a_stale_socket_of_ours_are_refused_and_kept() {
+        let (metrics, config) = shared();
+        let file = temp_path("file");
+        std::fs::write(&file, "precious").unwrap();
+        for e in [
+            check_stats_socket(&file, &root_only()).unwrap_err(),
+            serve(&file, &root_only(), metrics.clone(), config.clone())
+                .err()
+                .unwrap(),
+        ] {
+            assert!(e.to_string().contains("is not a socket"), "{e}");
+            assert_eq!(scx_wakelab::exit::code_of(&e, 1), 2);
+        }
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious");
+        std::fs::remove_file(&file).unwrap();
+
+        let link = temp_path("link");
+        std::os::unix::fs::symlink("/nonexistent", &link).unwrap();
+        let e = check_stats_socket(&link, &root_only()).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        std::fs::remove_file(&link).unwrap();
+
+        // Beneath a regular file: no directory can be made there.
+        let under = temp_path("under-file");
+        std::fs::write(&under, "x").unwrap();
+        let e = check_stats_socket(&under.join("stats"), &root_only()).unwrap_err();
+        assert!(e.to_string().contains("ot a directory"), "{e}");
+        std::fs::remove_file(&under).unwrap();
+
+        // A live one (another scheduler's): refused at start, not before
+        // loading, where the check for another scheduler speaks first.
+        let live = temp_path("live");
+        let sock = serve(&live, &root_only(), metrics.clone(), config.clone()).unwrap();
+        check_stats_socket(&live, &root_only()).unwrap();
+        let e = serve(&live, &root_only(), metrics.clone(), config.clone())
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("already running"), "{e}");
+        assert!(StatsConn::connect(&live).unwrap().snapshot().is_ok());
+        drop(sock);
+
+        // A stale one of ours is replaced.
+        let stale = temp_path("stale");
+        drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+        let sock = serve(&stale, &root_only(), metrics, config).unwrap();
+        assert!(StatsConn::connect(&stale).unwrap().snapshot().is_ok());
+        drop(sock);
+    }
+
+    /// What a client says of servers that are not scx_wakelab's, and of none.
+    #[test]
+    fn client_errors_are_one_clear_line() {
+        let none = temp_path("none");
+        let e = StatsConn::connect(&none).err().unwrap().to_string();
+        assert!(e.contains("no running scx_wakelab"), "{e}");
+
+        let cases: [(&str, &[u8], &str); 4] = [
+            ("closes", b"", "without answering"),
+            ("hello", b"hello there\n", "not JSON"),
+            (
+                "errno",
+                b"{\"errno\":13,\"args\":{\"resp\":\"go away\"}}\n",
+                "go away",
+            ),
+            ("deep", &[b'['; 100_000], "not JSON"),
+        ];
+        for (tag, answer, want) in cases {
+            let path = temp_path(tag);
+            let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+            let answer = answer.to_vec();
+            let server = std::thread::spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                let mut l = String::new();
+                BufReader::new(&s).read_line(&mut l).unwrap();
+                let mut answer = answer;
+                if tag == "deep" {
+                    answer.push(b'\n');
+                }
+                s.write_all(&answer).unwrap();
+            });
+            let e = StatsConn::connect(&path)
+                .unwrap()
+                .snapshot()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{tag}: {e}");
+            server.join().unwrap();
+            std::fs::remove_file(&path).unwrap();
+        }
+
+        // A flood without a newline: read up to the bound, then refused.
+        let path = temp_path("flood");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let _ = s.write_all(&vec![b'{'; 2 << 20]);
+        });
+        let e = StatsConn::connect(&path)
+            .unwrap()
+            .request("top")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("longer than"), "{e}");
+        server.join().unwrap();
+        std::fs::remove_file(&path).unwrap();
+    }
+}
