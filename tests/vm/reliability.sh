@@ -398,8 +398,8 @@ wait_state disabled 10 >/dev/null
 
 # --- 6. Another scheduler already loaded ------------------------------------
 # Without scx_rlfifo in the guest (tools/peers not built), a second
-# scx_wakelab on its own socket: else the socket check refuses first.
-if command -v scx_rlfifo >/dev/null; then OTHER=scx_rlfifo; else OTHER="scx_wakelab --socket /run/other-wakelab.sock"; fi
+# scx_wakelab on its own sockets: else the socket checks refuse first.
+if command -v scx_rlfifo >/dev/null; then OTHER=scx_rlfifo; else OTHER="scx_wakelab --socket /run/other-wakelab.sock --stats-socket /run/other-wakelab.stats"; fi
 case_ other_scheduler "$OTHER loaded first; then scx_wakelab, and scx_wakelab --supervise --restart-limit 2"
 $OTHER >/tmp/other.log 2>&1 &
 OTHERPID=$!
