@@ -301,6 +301,13 @@ fn check_set_changes(changes: &[String]) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
+    // Library errors never capture a backtrace: scx_stats answers a bad
+    // request with its error's Debug form, and with RUST_BACKTRACE set that
+    // would symbolize a backtrace on the scheduler's fixed 64 MiB heap, which
+    // the debug info alone can exhaust (the scheduler then aborts). Our own
+    // errors print one line, never a backtrace. Set before any thread starts.
+    // SAFETY: no other thread exists yet to read the environment.
+    unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
     exit::install_panic_hook();
     let opts = match exit::parse_args::<Opts>() {
         Ok(o) => o,

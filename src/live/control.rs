@@ -1309,10 +1309,12 @@ pub(super) mod tests {
         }
     }
 
-    /// Connect as uid/gid 65534 in a forked child, send `stats`, and return
-    /// the answer, or "connect: ERRNO". The child only makes syscalls (no
-    /// allocation, no locks): the parent is multi-threaded.
-    pub(in crate::live) fn ask_as_nobody(path: &Path) -> String {
+    /// Connect as uid/gid 65534 in a forked child, send `request` (one line),
+    /// and return the first line of the answer, or "connect: ERRNO". The
+    /// child only makes syscalls (no allocation, no locks): the parent is
+    /// multi-threaded. It waits at most 10 s for an answer, so a server that
+    /// says nothing fails the test instead of hanging it.
+    pub(in crate::live) fn ask_as_nobody(path: &Path, request: &[u8]) -> String {
         let addr = sockaddr(path).unwrap();
         let mut pipe = [0; 2];
         assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
@@ -1340,8 +1342,18 @@ pub(super) mod tests {
                     libc::write(out, msg.as_ptr().cast(), msg.len());
                     libc::_exit(0);
                 }
-                let req = b"stats\n";
-                libc::write(fd, req.as_ptr().cast(), req.len());
+                let limit = libc::timeval {
+                    tv_sec: 10,
+                    tv_usec: 0,
+                };
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVTIMEO,
+                    (&limit as *const libc::timeval).cast(),
+                    size_of::<libc::timeval>() as libc::socklen_t,
+                );
+                libc::write(fd, request.as_ptr().cast(), request.len());
                 let mut buf = [0u8; 512];
                 let mut got = 0;
                 while got < buf.len() {
@@ -1381,11 +1393,11 @@ pub(super) mod tests {
         let path = temp_socket("peer");
         let server = start(&path, root_only());
         // The file's mode keeps them out...
-        assert_eq!(ask_as_nobody(&path), "connect: EACCES");
+        assert_eq!(ask_as_nobody(&path, b"stats\n"), "connect: EACCES");
         // ...and, were it loosened, the credential check does.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
         assert_eq!(
-            ask_as_nobody(&path),
+            ask_as_nobody(&path, b"stats\n"),
             "error permission denied: uid 65534 may not use this scx_wakelab's control socket"
         );
         // Root is still served.
@@ -1395,7 +1407,7 @@ pub(super) mod tests {
         // A member of the allowed group is served.
         let path = temp_socket("peer-group");
         let server = start(&path, Access::new(Some("65534")).unwrap());
-        let answer = ask_as_nobody(&path);
+        let answer = ask_as_nobody(&path, b"stats\n");
         assert!(answer.starts_with("{\"config\""), "{answer}");
         stop(server);
     }

@@ -324,6 +324,12 @@ mod tests {
         drop(sock);
     }
 
+    /// A well-formed scx_stats request: a malformed one would be answered
+    /// with an error's Debug form, and with RUST_BACKTRACE set in the test's
+    /// environment that symbolizes a backtrace on the fixed heap
+    /// (main() turns library backtraces off for the scheduler itself).
+    const STATS_META_REQUEST: &[u8] = b"{\"req\":\"stats_meta\",\"args\":{}}\n";
+
     /// Another user cannot even connect (the mode; scx_stats checks no
     /// credentials); the group's members can.
     #[test]
@@ -334,10 +340,16 @@ mod tests {
         let path = temp_path("nobody");
         let (metrics, config) = shared();
         let sock = serve(&path, &root_only(), metrics.clone(), config.clone()).unwrap();
-        assert_eq!(control::tests::ask_as_nobody(&path), "connect: EACCES");
+        assert_eq!(
+            control::tests::ask_as_nobody(&path, STATS_META_REQUEST),
+            "connect: EACCES"
+        );
         drop(sock);
         let sock = serve(&path, &Access::new(Some("65534")).unwrap(), metrics, config).unwrap();
-        assert_ne!(control::tests::ask_as_nobody(&path), "connect: EACCES");
+        assert_ne!(
+            control::tests::ask_as_nobody(&path, STATS_META_REQUEST),
+            "connect: EACCES"
+        );
         drop(sock);
     }
 
