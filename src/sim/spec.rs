@@ -6,82 +6,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::{Config, Shape};
 
-/// The synthetic workloads.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "name", rename_all = "kebab-case")]
-pub enum Workload {
-    /// lmbench `lat_ctx -P R K`: R independent rings of K processes passing a token
-    /// through pipes.  Every hand-off is a sync wake-up from task context (pipe_write ->
-    /// wake_up_interruptible_sync_poll) followed by the writer blocking in read.
-    PipeRings {
-        /// Parallel rings; 0 = one per CPU (`-P $(nproc)`).
-        rings: usize,
-        /// Processes per ring (lat_ctx's process count).
-        ring_size: usize,
-        /// Work per hop before passing the token, ns.
-        work_ns: u64,
-        /// Run time after passing the token (return from write, call read), ns.
-        tail_ns: u64,
-    },
-    /// hackbench: `groups` groups of `fds` senders and `fds` receivers; every sender
-    /// writes `loops` messages to every receiver of its group.  Pipes and unix sockets both
-    /// wake readers (and writers blocked on a full buffer) with sync wake-ups; sockets cost
-    /// more per message.
-    Hackbench {
-        groups: usize,
-        fds: usize,
-        loops: usize,
-        /// `pipe` or `socket`.
-        mode: HackbenchMode,
-        /// Messages a receiver's buffer holds before its writers block.
-        capacity: u32,
-    },
-    /// Barry Song's qperf case (seed 1): `flows` request/response flows whose server task
-    /// is woken by NET_RX softirq (sync, softirq context) on an IRQ CPU of the last NUMA
-    /// node, where a CPU hog runs on every CPU (`taskset -c <node> stress -c <cpus>`).  The
-    /// server replies over the network and the next request arrives `rtt_ns` later.
-    SoftirqRr {
-        flows: usize,
-        work_ns: u64,
-        rtt_ns: u64,
-        /// Hog every CPU of the IRQ node (Barry's setup); false = an unloaded node.
-        hogs: bool,
-    },
-    /// tbench-like client/server pairs over loopback TCP: the client sends a request and
-    /// waits for the reply, the server waits for requests.  Loopback delivery runs the
-    /// receive path in softirq context on the sender's CPU (in_task() is false), so by
-    /// default the wake-ups are sync wake-ups from softirq context with the sender as
-    /// `current`; `task_context` makes them plain task-context wake-ups.
-    TbenchLike {
-        /// Pairs; 0 = one per two CPUs.
-        pairs: usize,
-        client_ns: u64,
-        server_ns: u64,
-        /// Run time after sending (return from sendmsg, call recvmsg), ns.
-        tail_ns: u64,
-        task_context: bool,
-    },
-    /// Rik van Riel's case (seed 2), memcache-like: `pairs` client/server threads doing
-    /// bursts of back-to-back requests (the client answers each reply within `think_ns`,
-    /// so the server's next request often arrives while it is still in schedule() and
-    /// goes to its CPU's wakelist: ttwu_pending), with `batch` CPU-bound tasks keeping
-    /// work queued on other CPUs for a newly-idle CPU to pull.
-    NewidleBurst {
-        /// Pairs; 0 = one per CPU.
-        pairs: usize,
-        serve_ns: u64,
-        think_ns: u64,
-        /// Requests per burst, then the client sleeps `pause_ns`.
-        burst: u32,
-        pause_ns: u64,
-        /// CPU-bound tasks (0 = one per CPU); each runs `batch_run_ns`, sleeps
-        /// `batch_sleep_ns`.
-        batch: usize,
-        batch_run_ns: u64,
-        batch_sleep_ns: u64,
-    },
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HackbenchMode {
@@ -100,69 +24,242 @@ pub const MAX_COUNT: u64 = 1 << 16;
 /// fixed 64 MiB arena, and every event walks some of them.
 pub const MAX_TASKS: u64 = 1 << 16;
 
-/// Workload names for `--workload`.
-pub const WORKLOAD_NAMES: &[&str] = &[
-    "pipe-rings",
-    "hackbench",
-    "softirq-rr",
-    "tbench-like",
-    "newidle-burst",
-];
+/// The workload table: each workload's doc, its `--workload` name (serde's tag too, so it
+/// must be the variant's kebab-case name) and its parameters, each with its doc, type,
+/// default and the parser that checks a `--param` value.  Generates the [`Workload`] enum,
+/// [`WORKLOAD_NAMES`], `by_name`, `name`, `params` and `set_param`.
+macro_rules! workloads {
+    ($(
+        $(#[$vdoc:meta])*
+        $variant:ident = $name:literal {
+            $( $(#[$fdoc:meta])* $field:ident: $ty:ty = $default:expr, $parse:ident; )*
+        }
+    )*) => {
+        /// The synthetic workloads.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "name", rename_all = "kebab-case")]
+        pub enum Workload {
+            $( $(#[$vdoc])* $variant { $( $(#[$fdoc])* $field: $ty, )* }, )*
+        }
 
-impl Workload {
-    /// The workload with its default parameters.
-    pub fn by_name(name: &str) -> Option<Workload> {
-        Some(match name {
-            "pipe-rings" => Workload::PipeRings {
-                rings: 0,
-                ring_size: 2,
-                work_ns: 2_000,
-                tail_ns: 1_000,
-            },
-            "hackbench" => Workload::Hackbench {
-                groups: 2,
-                fds: 8,
-                loops: 20,
-                mode: HackbenchMode::Pipe,
-                capacity: 16,
-            },
-            "softirq-rr" => Workload::SoftirqRr {
-                flows: 1,
-                work_ns: 5_000,
-                rtt_ns: 20_000,
-                hogs: true,
-            },
-            "tbench-like" => Workload::TbenchLike {
-                pairs: 0,
-                client_ns: 6_000,
-                server_ns: 8_000,
-                tail_ns: 2_000,
-                task_context: false,
-            },
-            "newidle-burst" => Workload::NewidleBurst {
-                pairs: 0,
-                serve_ns: 6_000,
-                think_ns: 1_000,
-                burst: 16,
-                pause_ns: 200_000,
-                batch: 0,
-                batch_run_ns: 400_000,
-                batch_sleep_ns: 100_000,
-            },
-            _ => return None,
-        })
+        /// Workload names for `--workload`.
+        pub const WORKLOAD_NAMES: &[&str] = &[ $( $name, )* ];
+
+        impl Workload {
+            /// The workload with its default parameters.
+            pub fn by_name(name: &str) -> Option<Workload> {
+                match name {
+                    $( $name => Some(Workload::$variant { $( $field: $default, )* }), )*
+                    _ => None,
+                }
+            }
+
+            pub fn name(&self) -> &'static str {
+                match self { $( Workload::$variant { .. } => $name, )* }
+            }
+
+            /// `(key, current value)` of every parameter, for `--param` and help.
+            pub fn params(&self) -> Vec<(&'static str, String)> {
+                match self {
+                    $( Workload::$variant { $( $field, )* } => {
+                        vec![ $( (stringify!($field), ParamValue::show($field)), )* ]
+                    } )*
+                }
+            }
+
+            /// Sets one workload parameter; `Ok(false)` when `key` is not one of this
+            /// workload's.
+            pub fn set_param(&mut self, key: &str, v: &str) -> Result<bool, String> {
+                match self {
+                    $( Workload::$variant { $( $field, )* } => match key {
+                        $( stringify!($field) => *$field = param::$parse(key, v)?, )*
+                        _ => return Ok(false),
+                    }, )*
+                }
+                Ok(true)
+            }
+        }
+    };
+}
+
+workloads! {
+    /// lmbench `lat_ctx -P R K`: R independent rings of K processes passing a token
+    /// through pipes.  Every hand-off is a sync wake-up from task context (pipe_write ->
+    /// wake_up_interruptible_sync_poll) followed by the writer blocking in read.
+    PipeRings = "pipe-rings" {
+        /// Parallel rings; 0 = one per CPU (`-P $(nproc)`).
+        rings: usize = 0, count;
+        /// Processes per ring (lat_ctx's process count).
+        ring_size: usize = 2, ring_size;
+        /// Work per hop before passing the token, ns.
+        work_ns: u64 = 2_000, pos_ns;
+        /// Run time after passing the token (return from write, call read), ns.
+        tail_ns: u64 = 1_000, ns;
+    }
+    /// hackbench: `groups` groups of `fds` senders and `fds` receivers; every sender
+    /// writes `loops` messages to every receiver of its group.  Pipes and unix sockets both
+    /// wake readers (and writers blocked on a full buffer) with sync wake-ups; sockets cost
+    /// more per message.
+    Hackbench = "hackbench" {
+        groups: usize = 2, pos_count;
+        fds: usize = 8, pos_count;
+        loops: usize = 20, pos_count;
+        /// `pipe` or `socket`.
+        mode: HackbenchMode = HackbenchMode::Pipe, hackbench_mode;
+        /// Messages a receiver's buffer holds before its writers block.
+        capacity: u32 = 16, pos_count;
+    }
+    /// Barry Song's qperf case (seed 1): `flows` request/response flows whose server task
+    /// is woken by NET_RX softirq (sync, softirq context) on an IRQ CPU of the last NUMA
+    /// node, where a CPU hog runs on every CPU (`taskset -c <node> stress -c <cpus>`).  The
+    /// server replies over the network and the next request arrives `rtt_ns` later.
+    SoftirqRr = "softirq-rr" {
+        flows: usize = 1, pos_count;
+        work_ns: u64 = 5_000, pos_ns;
+        rtt_ns: u64 = 20_000, pos_ns;
+        /// Hog every CPU of the IRQ node (Barry's setup); false = an unloaded node.
+        hogs: bool = true, flag;
+    }
+    /// tbench-like client/server pairs over loopback TCP: the client sends a request and
+    /// waits for the reply, the server waits for requests.  Loopback delivery runs the
+    /// receive path in softirq context on the sender's CPU (in_task() is false), so by
+    /// default the wake-ups are sync wake-ups from softirq context with the sender as
+    /// `current`; `task_context` makes them plain task-context wake-ups.
+    TbenchLike = "tbench-like" {
+        /// Pairs; 0 = one per two CPUs.
+        pairs: usize = 0, count;
+        client_ns: u64 = 6_000, pos_ns;
+        server_ns: u64 = 8_000, pos_ns;
+        /// Run time after sending (return from sendmsg, call recvmsg), ns.
+        tail_ns: u64 = 2_000, ns;
+        task_context: bool = false, flag;
+    }
+    /// Rik van Riel's case (seed 2), memcache-like: `pairs` client/server threads doing
+    /// bursts of back-to-back requests (the client answers each reply within `think_ns`,
+    /// so the server's next request often arrives while it is still in schedule() and
+    /// goes to its CPU's wakelist: ttwu_pending), with `batch` CPU-bound tasks keeping
+    /// work queued on other CPUs for a newly-idle CPU to pull.
+    NewidleBurst = "newidle-burst" {
+        /// Pairs; 0 = one per CPU.
+        pairs: usize = 0, count;
+        serve_ns: u64 = 6_000, pos_ns;
+        think_ns: u64 = 1_000, pos_ns;
+        /// Requests per burst, then the client sleeps `pause_ns`.
+        burst: u32 = 16, pos_count;
+        pause_ns: u64 = 200_000, pos_ns;
+        /// CPU-bound tasks (0 = one per CPU); each runs `batch_run_ns`, sleeps
+        /// `batch_sleep_ns`.
+        batch: usize = 0, count;
+        batch_run_ns: u64 = 400_000, pos_ns;
+        batch_sleep_ns: u64 = 100_000, pos_ns;
+    }
+}
+
+/// A parameter's value as `params()` shows it and `set_param` reads it back.
+trait ParamValue {
+    fn show(&self) -> String;
+}
+
+macro_rules! shown_by_to_string {
+    ($($t:ty),*) => { $( impl ParamValue for $t { fn show(&self) -> String { self.to_string() } } )* };
+}
+shown_by_to_string!(usize, u64, u32, bool);
+
+impl ParamValue for HackbenchMode {
+    fn show(&self) -> String {
+        match self {
+            HackbenchMode::Pipe => "pipe".into(),
+            HackbenchMode::Socket => "socket".into(),
+        }
+    }
+}
+
+/// The parsers a parameter's declaration names: each checks a `--param KEY=V` value and
+/// says in one line what it expected.
+mod param {
+    use super::{HackbenchMode, MAX_COUNT, MAX_PARAM_NS};
+
+    fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, String> {
+        v.trim()
+            .parse()
+            .map_err(|_| format!("--param {key}={v}: expected a whole number"))
     }
 
-    pub fn name(&self) -> &'static str {
-        match self {
-            Workload::PipeRings { .. } => "pipe-rings",
-            Workload::Hackbench { .. } => "hackbench",
-            Workload::SoftirqRr { .. } => "softirq-rr",
-            Workload::TbenchLike { .. } => "tbench-like",
-            Workload::NewidleBurst { .. } => "newidle-burst",
+    fn pos<T: std::str::FromStr + PartialOrd + Default>(key: &str, v: &str) -> Result<T, String> {
+        let n: T = num(key, v)?;
+        if n <= T::default() {
+            return Err(format!("--param {key}={v}: must be at least 1"));
+        }
+        Ok(n)
+    }
+
+    // Counts and times are bounded (see MAX_COUNT and MAX_PARAM_NS): the world
+    // allocates per task and adds and multiplies times in u64 nanoseconds.
+    pub fn count<T: std::str::FromStr + TryInto<u64> + Copy>(
+        key: &str,
+        v: &str,
+    ) -> Result<T, String> {
+        let n: T = num(key, v)?;
+        match n.try_into() {
+            Ok(x) if x <= MAX_COUNT => Ok(n),
+            _ => Err(format!("--param {key}={v}: at most {MAX_COUNT}")),
         }
     }
 
+    pub fn pos_count<T: std::str::FromStr + TryInto<u64> + Copy + PartialOrd + Default>(
+        key: &str,
+        v: &str,
+    ) -> Result<T, String> {
+        let n: T = pos(key, v)?;
+        count::<T>(key, v)?;
+        Ok(n)
+    }
+
+    pub fn ns(key: &str, v: &str) -> Result<u64, String> {
+        let n: u64 = num(key, v)?;
+        if n > MAX_PARAM_NS {
+            return Err(format!("--param {key}={v}: at most {MAX_PARAM_NS} (10 s)"));
+        }
+        Ok(n)
+    }
+
+    pub fn pos_ns(key: &str, v: &str) -> Result<u64, String> {
+        let n = ns(key, v)?;
+        if n == 0 {
+            return Err(format!("--param {key}={v}: must be at least 1"));
+        }
+        Ok(n)
+    }
+
+    pub fn flag(key: &str, v: &str) -> Result<bool, String> {
+        match v.trim() {
+            "true" | "1" | "yes" | "on" => Ok(true),
+            "false" | "0" | "no" | "off" => Ok(false),
+            _ => Err(format!("--param {key}={v}: expected true or false")),
+        }
+    }
+
+    /// A ring passes its token from one process to the next: it needs two.
+    pub fn ring_size(key: &str, v: &str) -> Result<usize, String> {
+        let n: usize = count(key, v)?;
+        if n < 2 {
+            return Err(format!(
+                "--param {key}={v}: a ring needs at least 2 processes"
+            ));
+        }
+        Ok(n)
+    }
+
+    pub fn hackbench_mode(key: &str, v: &str) -> Result<HackbenchMode, String> {
+        match v.trim() {
+            "pipe" => Ok(HackbenchMode::Pipe),
+            "socket" => Ok(HackbenchMode::Socket),
+            _ => Err(format!("--param {key}={v}: expected pipe or socket")),
+        }
+    }
+}
+
+impl Workload {
     /// The machine its authors ran it on, when that is cheap to simulate.
     pub fn default_shape(&self) -> Shape {
         let s = |nodes, llcs_per_node, cores_per_llc, threads| Shape {
@@ -176,233 +273,6 @@ impl Workload {
             Workload::SoftirqRr { .. } => s(2, 1, 32, 1),
             _ => s(2, 1, 2, 2),
         }
-    }
-
-    /// `(key, current value)` of every parameter, for `--param` and help.
-    pub fn params(&self) -> Vec<(&'static str, String)> {
-        match self {
-            Workload::PipeRings {
-                rings,
-                ring_size,
-                work_ns,
-                tail_ns,
-            } => vec![
-                ("rings", rings.to_string()),
-                ("ring_size", ring_size.to_string()),
-                ("work_ns", work_ns.to_string()),
-                ("tail_ns", tail_ns.to_string()),
-            ],
-            Workload::Hackbench {
-                groups,
-                fds,
-                loops,
-                mode,
-                capacity,
-            } => vec![
-                ("groups", groups.to_string()),
-                ("fds", fds.to_string()),
-                ("loops", loops.to_string()),
-                (
-                    "mode",
-                    match mode {
-                        HackbenchMode::Pipe => "pipe".into(),
-                        HackbenchMode::Socket => "socket".into(),
-                    },
-                ),
-                ("capacity", capacity.to_string()),
-            ],
-            Workload::SoftirqRr {
-                flows,
-                work_ns,
-                rtt_ns,
-                hogs,
-            } => vec![
-                ("flows", flows.to_string()),
-                ("work_ns", work_ns.to_string()),
-                ("rtt_ns", rtt_ns.to_string()),
-                ("hogs", hogs.to_string()),
-            ],
-            Workload::TbenchLike {
-                pairs,
-                client_ns,
-                server_ns,
-                tail_ns,
-                task_context,
-            } => vec![
-                ("pairs", pairs.to_string()),
-                ("client_ns", client_ns.to_string()),
-                ("server_ns", server_ns.to_string()),
-                ("tail_ns", tail_ns.to_string()),
-                ("task_context", task_context.to_string()),
-            ],
-            Workload::NewidleBurst {
-                pairs,
-                serve_ns,
-                think_ns,
-                burst,
-                pause_ns,
-                batch,
-                batch_run_ns,
-                batch_sleep_ns,
-            } => vec![
-                ("pairs", pairs.to_string()),
-                ("serve_ns", serve_ns.to_string()),
-                ("think_ns", think_ns.to_string()),
-                ("burst", burst.to_string()),
-                ("pause_ns", pause_ns.to_string()),
-                ("batch", batch.to_string()),
-                ("batch_run_ns", batch_run_ns.to_string()),
-                ("batch_sleep_ns", batch_sleep_ns.to_string()),
-            ],
-        }
-    }
-
-    /// Sets one workload parameter; `Ok(false)` when `key` is not one of this workload's.
-    pub fn set_param(&mut self, key: &str, v: &str) -> Result<bool, String> {
-        fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, String> {
-            v.trim()
-                .parse()
-                .map_err(|_| format!("--param {key}={v}: expected a whole number"))
-        }
-        fn pos<T: std::str::FromStr + PartialOrd + Default>(
-            key: &str,
-            v: &str,
-        ) -> Result<T, String> {
-            let n: T = num(key, v)?;
-            if n <= T::default() {
-                return Err(format!("--param {key}={v}: must be at least 1"));
-            }
-            Ok(n)
-        }
-        // Counts and times are bounded (see MAX_COUNT and MAX_PARAM_NS): the world
-        // allocates per task and adds and multiplies times in u64 nanoseconds.
-        fn count<T: std::str::FromStr + TryInto<u64> + Copy>(
-            key: &str,
-            v: &str,
-        ) -> Result<T, String> {
-            let n: T = num(key, v)?;
-            match n.try_into() {
-                Ok(x) if x <= MAX_COUNT => Ok(n),
-                _ => Err(format!("--param {key}={v}: at most {MAX_COUNT}")),
-            }
-        }
-        fn pos_count<T: std::str::FromStr + TryInto<u64> + Copy + PartialOrd + Default>(
-            key: &str,
-            v: &str,
-        ) -> Result<T, String> {
-            let n: T = pos(key, v)?;
-            count::<T>(key, v)?;
-            Ok(n)
-        }
-        fn ns(key: &str, v: &str) -> Result<u64, String> {
-            let n: u64 = num(key, v)?;
-            if n > MAX_PARAM_NS {
-                return Err(format!("--param {key}={v}: at most {MAX_PARAM_NS} (10 s)"));
-            }
-            Ok(n)
-        }
-        fn pos_ns(key: &str, v: &str) -> Result<u64, String> {
-            let n = ns(key, v)?;
-            if n == 0 {
-                return Err(format!("--param {key}={v}: must be at least 1"));
-            }
-            Ok(n)
-        }
-        fn flag(key: &str, v: &str) -> Result<bool, String> {
-            match v.trim() {
-                "true" | "1" | "yes" | "on" => Ok(true),
-                "false" | "0" | "no" | "off" => Ok(false),
-                _ => Err(format!("--param {key}={v}: expected true or false")),
-            }
-        }
-        match self {
-            Workload::PipeRings {
-                rings,
-                ring_size,
-                work_ns,
-                tail_ns,
-            } => match key {
-                "rings" => *rings = count(key, v)?,
-                "ring_size" => {
-                    *ring_size = count(key, v)?;
-                    if *ring_size < 2 {
-                        return Err(format!(
-                            "--param {key}={v}: a ring needs at least 2 processes"
-                        ));
-                    }
-                }
-                "work_ns" => *work_ns = pos_ns(key, v)?,
-                "tail_ns" => *tail_ns = ns(key, v)?,
-                _ => return Ok(false),
-            },
-            Workload::Hackbench {
-                groups,
-                fds,
-                loops,
-                mode,
-                capacity,
-            } => match key {
-                "groups" => *groups = pos_count(key, v)?,
-                "fds" => *fds = pos_count(key, v)?,
-                "loops" => *loops = pos_count(key, v)?,
-                "capacity" => *capacity = pos_count(key, v)?,
-                "mode" => {
-                    *mode = match v.trim() {
-                        "pipe" => HackbenchMode::Pipe,
-                        "socket" => HackbenchMode::Socket,
-                        _ => return Err(format!("--param {key}={v}: expected pipe or socket")),
-                    }
-                }
-                _ => return Ok(false),
-            },
-            Workload::SoftirqRr {
-                flows,
-                work_ns,
-                rtt_ns,
-                hogs,
-            } => match key {
-                "flows" => *flows = pos_count(key, v)?,
-                "work_ns" => *work_ns = pos_ns(key, v)?,
-                "rtt_ns" => *rtt_ns = pos_ns(key, v)?,
-                "hogs" => *hogs = flag(key, v)?,
-                _ => return Ok(false),
-            },
-            Workload::TbenchLike {
-                pairs,
-                client_ns,
-                server_ns,
-                tail_ns,
-                task_context,
-            } => match key {
-                "pairs" => *pairs = count(key, v)?,
-                "client_ns" => *client_ns = pos_ns(key, v)?,
-                "server_ns" => *server_ns = pos_ns(key, v)?,
-                "tail_ns" => *tail_ns = ns(key, v)?,
-                "task_context" => *task_context = flag(key, v)?,
-                _ => return Ok(false),
-            },
-            Workload::NewidleBurst {
-                pairs,
-                serve_ns,
-                think_ns,
-                burst,
-                pause_ns,
-                batch,
-                batch_run_ns,
-                batch_sleep_ns,
-            } => match key {
-                "pairs" => *pairs = count(key, v)?,
-                "serve_ns" => *serve_ns = pos_ns(key, v)?,
-                "think_ns" => *think_ns = pos_ns(key, v)?,
-                "burst" => *burst = pos_count(key, v)?,
-                "pause_ns" => *pause_ns = pos_ns(key, v)?,
-                "batch" => *batch = count(key, v)?,
-                "batch_run_ns" => *batch_run_ns = pos_ns(key, v)?,
-                "batch_sleep_ns" => *batch_sleep_ns = pos_ns(key, v)?,
-                _ => return Ok(false),
-            },
-        }
-        Ok(true)
     }
 }
 
