@@ -489,22 +489,52 @@ class Svg:
         self.parts.append(f'<line x1="{x:.1f}" y1="{self.b}" x2="{x:.1f}" y2="{self.b + 4}" stroke="black"/>')
         self.parts.append(f'<text x="{x:.1f}" y="{self.b + 17}" text-anchor="middle">{esc(text)}</text>')
 
-    def legend(self, name, color, swatch="line"):
+    def legend(self, name, look, swatch="line"):
         x, y = self.r + 15, self.t + 8 + 18 * self.legend_n
         self.legend_n += 1
         if swatch == "line":
-            mark = f'<line x1="{x}" y1="{y}" x2="{x + 18}" y2="{y}" stroke="{color}" stroke-width="2"/>'
+            mark = (f'<line x1="{x}" y1="{y}" x2="{x + 18}" y2="{y}" stroke="{look.color}" '
+                    f'stroke-width="2"{dash_attr(look)}/>' + marker_svg(look, x + 9, y))
         else:
-            mark = f'<rect x="{x}" y="{y - 6}" width="18" height="12" fill="{color}"/>'
+            mark = (f'<rect x="{x}" y="{y - 6}" width="18" height="12" fill="{look.color}"'
+                    + (f' stroke="black"{dash_attr(look)}' if look.dash else "") + "/>")
         return mark + f'<text x="{x + 24}" y="{y + 4}">{esc(name)}</text>'
 
     def text(self):
         return "\n".join(self.parts + ["</svg>"]) + "\n"
 
 
+class Look(tuple):
+    """How a setting is drawn: (colour, dash pattern or "", marker "circle" or "square")."""
+    __slots__ = ()
+
+    def __new__(cls, color, dash, marker):
+        return super().__new__(cls, (color, dash, marker))
+
+    color = property(lambda self: self[0])
+    dash = property(lambda self: self[1])
+    marker = property(lambda self: self[2])
+
+
+# Beyond the palette's eight colours (the lab has twelve settings) the colours come round
+# again, dashed and with square markers, so that no two settings of a report look alike.
+DASHES = [("", "circle"), ("6 3", "square"), ("2 2", "circle")]
+
+
 def colors_of(settings):
-    """One colour per setting, the same in every plot of a report."""
-    return {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(settings)}
+    """One look per setting, the same in every plot of a report, no two alike."""
+    return {s: Look(PALETTE[i % len(PALETTE)], *DASHES[(i // len(PALETTE)) % len(DASHES)])
+            for i, s in enumerate(settings)}
+
+
+def marker_svg(look, x, y):
+    if look.marker == "square":
+        return f'<rect x="{x - 3:.1f}" y="{y - 3:.1f}" width="6" height="6" fill="{look.color}"/>'
+    return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{look.color}"/>'
+
+
+def dash_attr(look):
+    return f' stroke-dasharray="{look.dash}"' if look.dash else ""
 
 
 def x_ticks(xs, log_x):
@@ -539,13 +569,13 @@ def svg_lines(title, xlabel, ylabel, series, colors, log_x=False, yfrac=False):
             continue
         ps = sorted(series[s])
         g = [f'<g class="series" data-setting="{esc(s)}">']
-        g.append('<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>'.format(
-            c, " ".join(f"{X(x):.1f},{svg.y(y):.1f}" for x, y, _ in ps)))
+        g.append('<polyline fill="none" stroke="{}" stroke-width="2"{} points="{}"/>'.format(
+            c.color, dash_attr(c), " ".join(f"{X(x):.1f},{svg.y(y):.1f}" for x, y, _ in ps)))
         for x, y, sd in ps:
             if sd:
                 g.append(f'<line x1="{X(x):.1f}" y1="{svg.y(y - sd):.1f}" x2="{X(x):.1f}" '
-                         f'y2="{svg.y(y + sd):.1f}" stroke="{c}"/>')
-            g.append(f'<circle cx="{X(x):.1f}" cy="{svg.y(y):.1f}" r="3" fill="{c}"/>')
+                         f'y2="{svg.y(y + sd):.1f}" stroke="{c.color}"/>')
+            g.append(marker_svg(c, X(x), svg.y(y)))
         g.append(svg.legend(s, c))
         g.append("</g>")
         svg.parts.extend(g)
@@ -574,11 +604,12 @@ def svg_bars(title, ylabel, groups, series, colors):
                          f'font-size="10">n/a</text>')
                 continue
             total, sd, part = v
+            outline = f' stroke="black"{dash_attr(c)}' if c.dash else ""
             g.append(f'<rect x="{x:.1f}" y="{svg.y(total):.1f}" width="{bw - 2:.1f}" '
-                     f'height="{svg.b - svg.y(total):.1f}" fill="{c}" fill-opacity="0.55"/>')
+                     f'height="{svg.b - svg.y(total):.1f}" fill="{c.color}" fill-opacity="0.55"{outline}/>')
             if part is not None:
                 g.append(f'<rect x="{x:.1f}" y="{svg.y(part):.1f}" width="{bw - 2:.1f}" '
-                         f'height="{svg.b - svg.y(part):.1f}" fill="{c}"/>')
+                         f'height="{svg.b - svg.y(part):.1f}" fill="{c.color}"/>')
             xm = x + (bw - 2) / 2
             if sd:
                 g.append(f'<line x1="{xm:.1f}" y1="{svg.y(max(0, total - sd)):.1f}" x2="{xm:.1f}" '

@@ -22,6 +22,7 @@ ROOT = HERE.parent.parent
 REPORT = HERE / "report.py"
 sys.path.insert(0, str(HERE))
 import mmstats  # noqa: E402
+import report  # noqa: E402
 
 SETTINGS = [{"name": "eevdf", "kind": "eevdf", "args": ""},
             {"name": "wakelab", "kind": "wakelab", "args": "--preset mainline"},
@@ -526,6 +527,21 @@ def main():
     # the last line, as tools/test's count() reads it
     print(f"{result.testsRun - failed} passed, {failed} failed")
     return 0 if failed == 0 else 1
+
+
+class Looks(unittest.TestCase):
+    def test_every_setting_of_the_lab_looks_different(self):
+        import lablib
+        looks = report.colors_of(list(lablib.SETTINGS))
+        self.assertEqual(len(set(looks.values())), len(lablib.SETTINGS), looks)
+
+    def test_a_dashed_look_is_dashed_in_lines_and_legend(self):
+        looks = report.colors_of([f"s{i}" for i in range(9)])
+        svg = report.svg_lines("t", "x", "y", {"s8": [(1, 1.0, None), (2, 2.0, None)]}, looks)
+        self.assertIn('stroke-dasharray="6 3"', svg)
+        self.assertIn("<rect", svg)  # square markers
+        self.assertEqual(looks["s8"].color, looks["s0"].color)
+        self.assertNotEqual(looks["s8"], looks["s0"])
 
 
 if __name__ == "__main__":
