@@ -57,15 +57,15 @@ pub const MAX_REQUEST: usize = 4096;
 const MAX_CLIENTS: usize = 8;
 /// A client has this long to send its whole request line, however it trickles
 /// it in, so a slow client holds its own slot and only for a while.
-const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+pub(super) const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
 /// An answer the client does not read within this time is dropped.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+pub(super) const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a `set` waits for the scheduling thread, which looks at the queue
 /// at least every heartbeat (100 ms) while it runs.
 const APPLY_WAIT: Duration = Duration::from_secs(5);
 /// The server's threads are small: if the agent has locked its memory
 /// (mlockall with MCL_FUTURE), each thread's whole stack is locked too.
-const THREAD_STACK: usize = 256 * 1024;
+pub(super) const THREAD_STACK: usize = 256 * 1024;
 /// At most one log line about refused peers per this interval, so that a
 /// local user cannot flood the log.
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
@@ -462,7 +462,9 @@ pub(super) fn clear_stale(
 /// Bind and listen on `path` with a socket file that is never more than
 /// 0600: Linux creates the file with the socket inode's mode less the umask,
 /// so the mode set here holds from the first instant whatever the umask.
-fn bind_private(addr: &(libc::sockaddr_un, libc::socklen_t)) -> std::io::Result<UnixListener> {
+pub(super) fn bind_private(
+    addr: &(libc::sockaddr_un, libc::socklen_t),
+) -> std::io::Result<UnixListener> {
     let fd = unix_socket(libc::SOCK_CLOEXEC)?;
     let raw = fd.as_raw_fd();
     // SAFETY: plain syscalls on our fd; addr as in probe().
@@ -575,7 +577,10 @@ pub fn spawn_server(
         .name("wakelab-control".into())
         .stack_size(THREAD_STACK)
         .spawn(move || {
-            accept_loop(&listener, &queue, &shared, &shutdown, &access);
+            let stop = shutdown.clone();
+            accept_loop(&listener, &stop, &access, CONTROL, move |stream| {
+                serve(stream, &queue, &shared, &shutdown)
+            });
             // Only our own file: a later instance may have taken the path.
             if let Ok(md) = std::fs::symlink_metadata(&path)
                 && (md.dev(), md.ino()) == id
@@ -595,13 +600,19 @@ impl Drop for Slot {
     }
 }
 
-fn accept_loop(
+/// Accept clients of a socket until `shutdown`: each one whose credentials
+/// `access` allows gets a thread running `handle`, at most MAX_CLIENTS at a
+/// time; others get one error line, from this thread, without a read.
+pub(super) fn accept_loop<F>(
     listener: &UnixListener,
-    queue: &ControlQueue,
-    shared: &Arc<Shared>,
-    shutdown: &Arc<AtomicBool>,
+    shutdown: &AtomicBool,
     access: &Access,
-) {
+    role: SocketRole,
+    handle: F,
+) where
+    F: Fn(UnixStream) -> Result<()> + Clone + Send + 'static,
+{
+    let what = role.what;
     let active = Arc::new(AtomicUsize::new(0));
     let mut refused = 0u64;
     let mut last_refusal_log: Option<Instant> = None;
@@ -618,7 +629,7 @@ fn accept_loop(
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
             Err(e) => {
                 // E.g. out of fds: do not spin on it.
-                warn!("control socket: {e}");
+                warn!("{what}: {e}");
                 std::thread::sleep(Duration::from_millis(200));
                 continue;
             }
@@ -626,7 +637,7 @@ fn accept_loop(
         let peer = match peer_of(&stream, access.group.is_some()) {
             Ok(p) => p,
             Err(e) => {
-                warn!("control socket: reading a client's credentials: {e}");
+                warn!("{what}: reading a client's credentials: {e}");
                 continue;
             }
         };
@@ -634,14 +645,14 @@ fn accept_loop(
             refuse(
                 &stream,
                 &format!(
-                    "error permission denied: uid {} may not use this scx_wakelab's control socket",
+                    "error permission denied: uid {} may not use this scx_wakelab's {what}",
                     peer.uid
                 ),
             );
             refused += 1;
             if last_refusal_log.is_none_or(|t| t.elapsed() >= REFUSAL_LOG_EVERY) {
                 warn!(
-                    "control socket: refused uid {} (pid {}); {refused} refused so far",
+                    "{what}: refused uid {} (pid {}); {refused} refused so far",
                     peer.uid, peer.pid
                 );
                 last_refusal_log = Some(Instant::now());
@@ -657,26 +668,26 @@ fn accept_loop(
         }
         active.fetch_add(1, Ordering::Relaxed);
         let slot = Slot(active.clone());
-        let (queue, shared, shutdown) = (queue.clone(), shared.clone(), shutdown.clone());
+        let handle = handle.clone();
         let spawned = std::thread::Builder::new()
-            .name("wakelab-ctl-conn".into())
+            .name("wakelab-sock-conn".into())
             .stack_size(THREAD_STACK)
             .spawn(move || {
                 let _slot = slot;
-                if let Err(e) = serve(stream, &queue, &shared, &shutdown) {
-                    warn!("control request failed: {e:#}");
+                if let Err(e) = handle(stream) {
+                    warn!("{what} request failed: {e:#}");
                 }
             });
         if let Err(e) = spawned {
             // The closure, its slot and the stream were dropped with the error.
-            warn!("control socket: cannot start a thread for a client: {e}");
+            warn!("{what}: cannot start a thread for a client: {e}");
         }
     }
 }
 
 /// One error line to a client we will not serve, from the accept thread:
 /// non-blocking, so that the client cannot stall it, and nothing is read.
-fn refuse(stream: &UnixStream, line: &str) {
+pub(super) fn refuse(stream: &UnixStream, line: &str) {
     let _ = stream.set_nonblocking(true);
     let mut out = stream;
     let _ = out.write_all(format!("{line}\n").as_bytes());
@@ -684,7 +695,7 @@ fn refuse(stream: &UnixStream, line: &str) {
 
 /// What came in on a connection.
 #[derive(Debug, PartialEq, Eq)]
-enum Incoming {
+pub(super) enum Incoming {
     Line(String),
     /// More than MAX_REQUEST bytes without a newline.
     TooLong,
@@ -696,7 +707,11 @@ enum Incoming {
 
 /// Read one request line of at most `max` bytes within `deadline`, never
 /// buffering more than `max` + one read.
-fn read_request(stream: &UnixStream, max: usize, deadline: Duration) -> std::io::Result<Incoming> {
+pub(super) fn read_request(
+    stream: &UnixStream,
+    max: usize,
+    deadline: Duration,
+) -> std::io::Result<Incoming> {
     let until = Instant::now() + deadline;
     let mut line: Vec<u8> = Vec::new();
     let mut chunk = [0u8; 512];

@@ -11,17 +11,29 @@
 //! limits on clients and requests, and a `stats` answer for --supervise's
 //! liveness check.
 //!
-//! Who may read: the scx_stats server checks no credentials, so the file's
-//! mode is the whole fence, as the control socket's first one: the socket is
-//! created with no access for others whatever the umask, then set to 0600
-//! (0660 and the group with --socket-group) and verified, like the control
-//! socket. A path that is not a stale socket of ours is refused, not
-//! replaced (the server itself would remove whatever is there).
+//! Clients do not talk to the scx_stats server directly: its listener reads
+//! request lines of any length, with a thread per connection, on the fixed
+//! heap of the scheduler's process, so one client sending a long line
+//! without a newline could exhaust that heap and abort the scheduler. The
+//! server listens on a private socket beside the public one (root only,
+//! whatever --socket-group says), and a relay serves the public socket with
+//! the control socket's bounds: its credential check, 8 clients at a time, a
+//! request line of at most 4096 bytes within 5 s of its first byte, an
+//! answer of at most 1 MiB.
+//!
+//! Who may read: the public socket is created with no access for others
+//! whatever the umask, then set to 0600 (0660 and the group with
+//! --socket-group) and verified, like the control socket, and the relay
+//! checks each client's credentials as the control socket does. A path that
+//! is not a stale socket of ours is refused, not replaced (the server itself
+//! would remove whatever is there).
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -42,6 +54,18 @@ const STATS: SocketRole = SocketRole {
     makes_dirs: true,
 };
 
+/// The scx_stats server's own socket, beside the public one, root only.
+const INNER: SocketRole = SocketRole {
+    what: "private statistics socket",
+    option: "--stats-socket",
+    // Made beside the public one, whose directories serve() creates first.
+    makes_dirs: true,
+};
+
+/// How long a client may stay quiet between requests: a --monitor client
+/// asks once per interval.
+const IDLE_LIMIT: Duration = Duration::from_secs(120);
+
 /// Longest answer a client reads: a `top` object is a few KiB.
 const MAX_ANSWER: u64 = 1 << 20;
 /// A server that does not take or answer a request within this is given up.
@@ -51,29 +75,57 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 /// socket: nothing there, or a socket of ours (whether it still answers is
 /// asked when it is created, after the check for another scheduler).
 pub fn check_stats_socket(path: &Path, access: &Access) -> Result<()> {
-    control::check_socket_path(path, &control::sockaddr(path)?, access.uid, STATS, false)
-        .map(|_| ())
+    control::check_socket_path(path, &control::sockaddr(path)?, access.uid, STATS, false)?;
+    let inner = inner_path(path);
+    control::check_socket_path(
+        &inner,
+        &control::sockaddr(&inner)?,
+        access.uid,
+        INNER,
+        false,
+    )
+    .map(|_| ())
 }
 
-/// The running scx_stats server; stops it and removes its socket file (if
-/// still ours) when dropped.
+/// The running scx_stats server and its relay; stops both and removes their
+/// socket files (if still ours) when dropped.
 pub struct StatsSocket {
     server: Option<StatsServer<(), ()>>,
-    path: PathBuf,
-    /// (dev, ino) of the socket file we created.
-    id: (u64, u64),
+    relay: Option<std::thread::JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    /// The public socket and the server's private one, each with the
+    /// (dev, ino) of the file we created.
+    files: [(PathBuf, (u64, u64)); 2],
 }
 
 impl Drop for StatsSocket {
     fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.relay.take() {
+            let _ = t.join();
+        }
         // StatsServer's drop stops its listener.
         drop(self.server.take());
-        if let Ok(md) = std::fs::symlink_metadata(&self.path)
-            && (md.dev(), md.ino()) == self.id
-        {
-            let _ = std::fs::remove_file(&self.path);
+        for (path, id) in &self.files {
+            remove_if_ours(path, *id);
         }
     }
+}
+
+fn remove_if_ours(path: &Path, id: (u64, u64)) {
+    if let Ok(md) = std::fs::symlink_metadata(path)
+        && (md.dev(), md.ino()) == id
+    {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// The server's private socket for the public `path`: a hidden name beside it.
+fn inner_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(|| "stats".into(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.scx_wakelab-server"))
 }
 
 /// The scx_stats server's data: every struct's description, and what each
@@ -101,8 +153,9 @@ fn server_data(
     )
 }
 
-/// Start the scx_stats server on `path`, taking the path over only when
-/// nothing is there or a stale socket of ours is.
+/// Start the scx_stats server on its private socket and the relay on `path`,
+/// taking each path over only when nothing is there or a stale socket of ours
+/// is.
 pub fn serve(
     path: &Path,
     access: &Access,
@@ -124,6 +177,9 @@ pub fn serve(
             .create(dir)
             .with_context(|| format!("creating {} for the {}", dir.display(), STATS.what))?;
     }
+    let inner = inner_path(path);
+    let root_only = Access::new(None)?;
+    control::clear_stale(&inner, &control::sockaddr(&inner)?, root_only.uid, INNER)?;
     // launch() binds the socket itself, with mode 0777 less the umask, before
     // secure_socket_file can set it: a umask that keeps everyone else out
     // closes that window. It is the process's, but nothing else creates files
@@ -131,22 +187,125 @@ pub fn serve(
     // umask could only make another file stricter.
     let old = unsafe { libc::umask(0o077) };
     let launched = StatsServer::new(server_data(metrics, config))
-        .set_path(path)
+        .set_path(&inner)
         .launch();
     unsafe { libc::umask(old) };
-    let server = launched.with_context(|| format!("starting the scx_stats server on {p}"))?;
-    match control::secure_socket_file(path, access, STATS) {
-        Ok(id) => Ok(StatsSocket {
-            server: Some(server),
-            path: path.to_path_buf(),
-            id,
-        }),
+    let server = launched.with_context(|| format!("starting the scx_stats server for {p}"))?;
+    let inner_id = match control::secure_socket_file(&inner, &root_only, INNER) {
+        Ok(id) => id,
         Err(e) => {
             drop(server);
+            let _ = std::fs::remove_file(&inner);
+            return Err(e);
+        }
+    };
+    let public = control::bind_private(&addr)
+        .with_context(|| format!("binding the {} {p}", STATS.what))
+        .and_then(|l| {
+            let id = control::secure_socket_file(path, access, STATS)?;
+            l.set_nonblocking(true)?;
+            Ok((l, id))
+        });
+    let (listener, id) = match public {
+        Ok(x) => x,
+        Err(e) => {
+            drop(server);
+            remove_if_ours(&inner, inner_id);
             let _ = std::fs::remove_file(path);
-            Err(e)
+            return Err(e);
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let (stop2, access2, inner2) = (stop.clone(), *access, inner.clone());
+    let relay = std::thread::Builder::new()
+        .name("wakelab-stats".into())
+        .stack_size(control::THREAD_STACK)
+        .spawn(move || {
+            let relay_stop = stop2.clone();
+            control::accept_loop(&listener, &stop2, &access2, STATS, move |client| {
+                relay(client, &inner2, &relay_stop)
+            });
+        })
+        .context("starting the statistics socket thread");
+    let mut socket = StatsSocket {
+        server: Some(server),
+        relay: None,
+        stop,
+        files: [(path.to_path_buf(), id), (inner, inner_id)],
+    };
+    socket.relay = Some(relay?);
+    Ok(socket)
+}
+
+/// One client of the public socket: each request line, once it is whole and
+/// within bounds, goes to the scx_stats server and its one-line answer back.
+/// A client asks, then waits for the answer (as scx_stats' clients do):
+/// bytes it sends after a newline before the answer are dropped.
+fn relay(client: UnixStream, inner: &Path, stop: &AtomicBool) -> Result<()> {
+    client.set_nonblocking(false)?;
+    client.set_write_timeout(Some(control::WRITE_TIMEOUT))?;
+    let server = UnixStream::connect(inner)
+        .with_context(|| format!("connecting to the scx_stats server on {}", inner.display()))?;
+    server.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+    server.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let mut answers = BufReader::new(server.try_clone()?);
+    let refuse = |why: &str| -> Result<()> {
+        let errno = libc::EINVAL;
+        let v = serde_json::json!({ "errno": errno, "args": { "resp": why } });
+        (&client).write_all(format!("{v}\n").as_bytes())?;
+        Ok(())
+    };
+    while !stop.load(Ordering::Relaxed) {
+        if !readable_within(&client, IDLE_LIMIT, stop) {
+            return Ok(());
+        }
+        let line = match control::read_request(
+            &client,
+            control::MAX_REQUEST,
+            control::REQUEST_DEADLINE,
+        )? {
+            control::Incoming::Line(l) => l,
+            control::Incoming::Nothing => return Ok(()),
+            control::Incoming::TooLong => {
+                return refuse(&format!(
+                    "request longer than {} bytes",
+                    control::MAX_REQUEST
+                ));
+            }
+            control::Incoming::TimedOut => {
+                return refuse(&format!(
+                    "no complete request line within {} s",
+                    control::REQUEST_DEADLINE.as_secs()
+                ));
+            }
+        };
+        (&server).write_all(format!("{}\n", line.trim_end()).as_bytes())?;
+        let mut answer = Vec::new();
+        Read::take(&mut answers, MAX_ANSWER).read_until(b'\n', &mut answer)?;
+        if !answer.ends_with(b"\n") {
+            bail!("the scx_stats server's answer was cut or longer than {MAX_ANSWER} bytes");
+        }
+        (&client).write_all(&answer)?;
+    }
+    Ok(())
+}
+
+/// Whether `s` has something to read (or was closed) within `limit`; false
+/// as well once `stop` is set (looked at every 100 ms).
+fn readable_within(s: &UnixStream, limit: Duration, stop: &AtomicBool) -> bool {
+    let until = std::time::Instant::now() + limit;
+    while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < until {
+        let mut pfd = libc::pollfd {
+            fd: s.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd.
+        if unsafe { libc::poll(&mut pfd, 1, 100) } > 0 {
+            return true;
         }
     }
+    false
 }
 
 /// A client connection to a statistics socket, kept for successive
@@ -307,9 +466,17 @@ mod tests {
         let e = c.request("nope").unwrap_err().to_string();
         assert!(e.contains("refused 'nope'"), "{e}");
 
+        // The server's own socket beside it: root's alone.
+        let inner = std::fs::symlink_metadata(inner_path(&path)).unwrap();
+        assert_eq!(inner.mode() & 0o7777, 0o600);
+
         drop(c);
         drop(sock);
         assert!(!path.exists(), "socket removed on shutdown");
+        assert!(
+            !inner_path(&path).exists(),
+            "the server's socket removed too"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -473,5 +640,49 @@ mod tests {
         assert!(e.contains("longer than"), "{e}");
         server.join().unwrap();
         std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A client that sends a long line without a newline, or drips one,
+    /// is answered with an scx_stats error and cut off; the server behind
+    /// the relay never sees it and keeps answering others.
+    #[test]
+    fn the_relay_bounds_requests() {
+        let path = temp_path("relay");
+        let (metrics, config) = shared();
+        let sock = serve(&path, &root_only(), metrics, config).unwrap();
+
+        let mut flood = UnixStream::connect(&path).unwrap();
+        flood
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        // Far more than the bound, in pieces: the relay stops reading at
+        // 4096 bytes and answers, so later writes may fail; that is fine.
+        for _ in 0..64 {
+            if flood.write_all(&[b'x'; 4096]).is_err() {
+                break;
+            }
+        }
+        let mut answer = String::new();
+        BufReader::new(&flood).read_line(&mut answer).unwrap();
+        assert!(
+            answer.contains("request longer than 4096 bytes"),
+            "{answer}"
+        );
+        assert!(answer.contains("\"errno\":22"), "{answer}");
+
+        let mut drip = UnixStream::connect(&path).unwrap();
+        drip.set_read_timeout(Some(Duration::from_secs(15)))
+            .unwrap();
+        drip.write_all(b"{").unwrap();
+        let t0 = std::time::Instant::now();
+        let mut answer = String::new();
+        BufReader::new(&drip).read_line(&mut answer).unwrap();
+        assert!(answer.contains("no complete request line"), "{answer}");
+        assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+
+        let mut c = StatsConn::connect(&path).unwrap();
+        assert_eq!(c.snapshot().unwrap().0.nr_decisions, 123);
+        drop(c);
+        drop(sock);
     }
 }

@@ -533,6 +533,13 @@ if command -v sockclient >/dev/null && command -v cyclictest >/dev/null; then
     evid lost_decisions "nr_lost_decisions $LOST0 -> $LOST1, nr_stall_rescues $RESC0 -> $RESC1 over $PAIRS pairs of $WINDOW s windows"
     if [ -n "$LOST0" ] && [ "$LOST1" = "$LOST0" ]; then pass no_decision_lost_under_paced_load
     else fail no_decision_lost_under_paced_load "nr_lost_decisions '$LOST0' -> '$LOST1'"; fi
+    # The statistics socket's relay has the same bounds: a 100 MB flood there
+    # must not reach scx_stats' unbounded reader on the scheduler's heap.
+    sockclient flood /var/run/scx/root/stats 100000000 >/tmp/flood.stats 2>&1
+    evid stats_flood "$(cat /tmp/flood.stats)"
+    if grep -q "request longer than 4096 bytes" /tmp/flood.stats && [ "$(sched_state)" = enabled ] &&
+        scx_wakelab stats --json >/dev/null 2>&1; then pass stats_socket_flood_cut_off
+    else fail stats_socket_flood_cut_off "$(cat /tmp/flood.stats); state $(sched_state)"; fi
     evid flood "$(cat /tmp/flood.1)"
     for k in 1 2 3; do evid "drip$k" "$(cat /tmp/drip.1.$k)"; done
     cut_floods=$(cat /tmp/flood.* | grep "answer: 'error request longer" | sed -n 's/.*server took \([0-9]*\) of.*/\1/p' | awk '$1 < 10000000' | wc -l)
