@@ -3,8 +3,8 @@
 #
 # Reads the plan (PLAN, one setting a line: NAME|KIND|ARGS|WORKLOAD:PARAM ...; '|', not a
 # tab: read collapses empty fields between whitespace separators)
-# and runs REPS interleaved repetitions: for each rep, for each setting, load the
-# scheduler, run that setting's workloads, unload. Prints:
+# and runs REPS interleaved repetitions: for each rep, for each setting (in reverse order
+# in even reps), load the scheduler, run that setting's workloads, unload. Prints:
 #   LAB-META key value...                               run facts
 #   LAB r=REP s=SETTING w=WORKLOAD p=PARAM m=METRIC u=UNIT v=VALUE   one measurement
 #   LABWL r=REP s=SETTING w=WORKLOAD p=PARAM {json}     scx_wakelab counter deltas of one run
@@ -303,10 +303,15 @@ for wp in $(echo "$ALLWL" | awk -F: '!seen[$1]++'); do
 done
 dmesg -c >/dev/null 2>&1
 
+# Even reps run the settings in reverse order: a setting's time can drift with its place
+# in the boot (sched pipe under scx_wakelab slowed by up to 70% over six loads in one boot,
+# docs/benchmarks/fast-lane-notes.md), and alternating the order spreads that drift over
+# every setting alike instead of charging it to the late ones.
+sed -n '1!G;h;$p' "$PLAN" >/tmp/plan.reversed
 REP=1
 while [ $REP -le "$REPS" ]; do
     # the plan on fd 3: the schedulers and workloads inherit stdin
-    exec 3<"$PLAN"
+    if [ $((REP % 2)) = 0 ]; then exec 3</tmp/plan.reversed; else exec 3<"$PLAN"; fi
     while IFS='|' read -r SNAME KIND SARGS WLS <&3; do
         [ -n "$SNAME" ] || continue
         echo "LAB-BLOCK r=$REP s=$SNAME begin at $(upt)"
