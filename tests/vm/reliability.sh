@@ -428,8 +428,8 @@ kernel_evidence 4
 # 4 ms), so its wake-up rate is fixed and a slowed agent shows as fewer
 # decisions per second and a later wake-up; a saturating load (sched pipe)
 # varied 30-40% between quiet 5 s windows under TCG, too much to decide.
-case_ hostile_clients "nobody runs stats, set and a flood; root runs, 8 times, a 100 MB flood and 3 one-byte-per-4-s clients beside cyclictest -t 4 -i 4000"
-$T --foreground --preserve-status 300 scx_wakelab >/tmp/host.sched 2>&1 &
+case_ hostile_clients "nobody runs stats, set and a flood; root runs, 8 times (up to 16 while too noisy to judge), a 100 MB flood and 3 one-byte-per-4-s clients beside cyclictest -t 4 -i 4000; a 100 MB flood at the statistics socket"
+$T --foreground --preserve-status 600 scx_wakelab >/tmp/host.sched 2>&1 &
 SCHED=$!
 if wait_state enabled 30; then pass hostile_scheduler_enabled; else fail hostile_scheduler_enabled "state $(sched_state)"; fi
 i=0; until scx_wakelab stats --json >/dev/null 2>&1 || [ $i -ge 100 ]; do sleep 0.2; i=$((i + 1)); done
@@ -491,7 +491,33 @@ cyc_latency() {
 # few in CI (ratio variance 0.015: undisturbed windows 627-775 decisions/s,
 # most of them holding a cyclictest wake-up of about 1 s, each costing a
 # window about 5% of its wake-ups).
+# rate_verdict: judge the pairs so far. Each pair's ratio, disturbed over
+# undisturbed; their mean within 10% of 1, when that mean is known to better
+# than 5% (standard error); otherwise the emulator is too noisy here to
+# decide, and that fails.
+rate_verdict() {
+    echo "$QUIET" "|" "$LOUD" | awk '{
+    side = 0
+    for (i = 1; i <= NF; i++) {
+        if ($i == "|") { side = 1; continue }
+        if (side) l[++nl] = $i; else q[++nq] = $i
+    }
+    if (nq < 2 || nq != nl) { print "no measurement"; exit }
+    for (i = 1; i <= nq; i++) {
+        if (q[i] <= 0) { print "no decisions in an undisturbed window"; exit }
+        r = l[i] / q[i]; s += r; ss += r * r
+    }
+    m = s / nq
+    var = (ss - nq * m * m) / (nq - 1); if (var < 0) var = 0
+    # busybox awk has no sqrt: compare squares (standard error <= 5%).
+    if (var / nq > 0.05 * 0.05) printf "disturbed/undisturbed ratios vary too much (mean %.2f, variance %.3f over %d pairs): too noisy to decide", m, var, nq
+    else if (m < 0.90 || m > 1.10) printf "disturbed/undisturbed ratio %.2f over %d pairs", m, nq
+    else printf "ok: disturbed/undisturbed ratio %.2f over %d pairs", m, nq }'
+}
+# 8 pairs, and up to 8 more while the first are too noisy to decide (the
+# rule stays the same; only the sample grows).
 PAIRS=8
+MAX_PAIRS=16
 WINDOW=8
 QUIET=; LOUD=; QLAT=; LLAT=
 if command -v sockclient >/dev/null && command -v cyclictest >/dev/null; then
@@ -501,7 +527,10 @@ if command -v sockclient >/dev/null && command -v cyclictest >/dev/null; then
     evid decision_rate_warmup "decisions/s in a first 4 s window, not counted: $WARM"
     LOST0=$(counter nr_lost_decisions); RESC0=$(counter nr_stall_rescues)
     r=0
-    while [ $r -lt $PAIRS ]; do
+    while :; do
+        if [ $r -ge $PAIRS ]; then
+            case "$(rate_verdict)" in *"too noisy"*) [ $r -lt $MAX_PAIRS ] || break ;; *) break ;; esac
+        fi
         r=$((r + 1))
         QUIET="$QUIET $(paced_window $WINDOW)"
         QLAT="$QLAT; $(cyc_latency)"
@@ -530,7 +559,7 @@ if command -v sockclient >/dev/null && command -v cyclictest >/dev/null; then
     # way: it waited agent_stall_ns (1 s) for nothing. Before 2026-12-04 most
     # 5 s windows here held one.
     LOST1=$(counter nr_lost_decisions); RESC1=$(counter nr_stall_rescues)
-    evid lost_decisions "nr_lost_decisions $LOST0 -> $LOST1, nr_stall_rescues $RESC0 -> $RESC1 over $PAIRS pairs of $WINDOW s windows"
+    evid lost_decisions "nr_lost_decisions $LOST0 -> $LOST1, nr_stall_rescues $RESC0 -> $RESC1 over $r pairs of $WINDOW s windows"
     if [ -n "$LOST0" ] && [ "$LOST1" = "$LOST0" ]; then pass no_decision_lost_under_paced_load
     else fail no_decision_lost_under_paced_load "nr_lost_decisions '$LOST0' -> '$LOST1'"; fi
     # The statistics socket's relay has the same bounds: a 100 MB flood there
@@ -543,36 +572,17 @@ if command -v sockclient >/dev/null && command -v cyclictest >/dev/null; then
     evid flood "$(cat /tmp/flood.1)"
     for k in 1 2 3; do evid "drip$k" "$(cat /tmp/drip.1.$k)"; done
     cut_floods=$(cat /tmp/flood.* | grep "answer: 'error request longer" | sed -n 's/.*server took \([0-9]*\) of.*/\1/p' | awk '$1 < 10000000' | wc -l)
-    if [ "$cut_floods" = "$PAIRS" ]; then pass flood_client_cut_off
-    else fail flood_client_cut_off "$cut_floods of $PAIRS floods cut off: $(cat /tmp/flood.* | tr '\n' ' ')"; fi
+    if [ "$cut_floods" = "$r" ]; then pass flood_client_cut_off
+    else fail flood_client_cut_off "$cut_floods of $r floods cut off: $(cat /tmp/flood.* | tr '\n' ' ')"; fi
     cut_drips=$(cat /tmp/drip.*.* | grep -c 'held [0-7]\.[0-9] s, then: the server')
-    if [ "$cut_drips" = $((3 * PAIRS)) ]; then pass slow_clients_cut_off
-    else fail slow_clients_cut_off "$cut_drips of $((3 * PAIRS)) cut off: $(cat /tmp/drip.1.* | tr '\n' ' ')"; fi
+    if [ "$cut_drips" = $((3 * r)) ]; then pass slow_clients_cut_off
+    else fail slow_clients_cut_off "$cut_drips of $((3 * r)) cut off: $(cat /tmp/drip.1.* | tr '\n' ' ')"; fi
 else
     fail hostile_clients_built "sockclient or cyclictest missing in the guest (tools/vm-tests builds tests/vm/sockclient.c with the host's C compiler and copies the host's cyclictest)"
 fi
 evid decision_rate "decisions/s in $WINDOW s windows, undisturbed:$QUIET; with the clients:$LOUD"
 evid wakeup_latency "cyclictest us, undisturbed$QLAT; with the clients$LLAT"
-# Each pair's ratio, disturbed over undisturbed; their mean within 10% of 1,
-# when that mean is known to better than 5% (standard error); otherwise the
-# emulator is too noisy here to decide, and that fails.
-verdict=$(echo "$QUIET" "|" "$LOUD" | awk '{
-    side = 0
-    for (i = 1; i <= NF; i++) {
-        if ($i == "|") { side = 1; continue }
-        if (side) l[++nl] = $i; else q[++nq] = $i
-    }
-    if (nq < 2 || nq != nl) { print "no measurement"; exit }
-    for (i = 1; i <= nq; i++) {
-        if (q[i] <= 0) { print "no decisions in an undisturbed window"; exit }
-        r = l[i] / q[i]; s += r; ss += r * r
-    }
-    m = s / nq
-    var = (ss - nq * m * m) / (nq - 1); if (var < 0) var = 0
-    # busybox awk has no sqrt: compare squares (standard error <= 5%).
-    if (var / nq > 0.05 * 0.05) printf "disturbed/undisturbed ratios vary too much (mean %.2f, variance %.3f over %d pairs): too noisy to decide", m, var, nq
-    else if (m < 0.90 || m > 1.10) printf "disturbed/undisturbed ratio %.2f over %d pairs", m, nq
-    else printf "ok: disturbed/undisturbed ratio %.2f over %d pairs", m, nq }')
+verdict=$(rate_verdict)
 evid decision_rate_verdict "$verdict"
 case "$verdict" in ok:*) pass decision_rate_undisturbed_by_clients ;; *) fail decision_rate_undisturbed_by_clients "$verdict" ;; esac
 expect_eq hostile_scheduler_still_enabled "$(sched_state)" enabled
