@@ -521,8 +521,8 @@ MAX_PAIRS=16
 WINDOW=8
 QUIET=; LOUD=; QLAT=; LLAT=
 if command -v sockclient >/dev/null && command -v cyclictest >/dev/null; then
-    # One window first, not counted: the first after the scheduler loads
-    # ran 40% below the rest in one run (484 against 611-802 decisions/s).
+    # One window first, not counted: the first after the scheduler loads can
+    # run well below the rest (docs/benchmarks/fast-lane-notes.md).
     WARM=$(paced_window 4)
     evid decision_rate_warmup "decisions/s in a first 4 s window, not counted: $WARM"
     LOST0=$(counter nr_lost_decisions); RESC0=$(counter nr_stall_rescues)
@@ -556,8 +556,8 @@ if command -v sockclient >/dev/null && command -v cyclictest >/dev/null; then
         wait $CLIENTS
     done
     # A parked task rescued while the agent kept up lost its decision on the
-    # way: it waited agent_stall_ns (1 s) for nothing. Before 2026-12-04 most
-    # 5 s windows here held one.
+    # way: it waited agent_stall_ns (1 s) for nothing (the race fixed in
+    # 6d414e0, docs/benchmarks/fast-lane-notes.md).
     LOST1=$(counter nr_lost_decisions); RESC1=$(counter nr_stall_rescues)
     evid lost_decisions "nr_lost_decisions $LOST0 -> $LOST1, nr_stall_rescues $RESC0 -> $RESC1 over $r pairs of $WINDOW s windows"
     if [ -n "$LOST0" ] && [ "$LOST1" = "$LOST0" ]; then pass no_decision_lost_under_paced_load

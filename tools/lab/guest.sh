@@ -304,9 +304,8 @@ done
 dmesg -c >/dev/null 2>&1
 
 # Even reps run the settings in reverse order: a setting's time can drift with its place
-# in the boot (sched pipe under scx_wakelab slowed by up to 70% over six loads in one boot,
-# docs/benchmarks/fast-lane-notes.md), and alternating the order spreads that drift over
-# every setting alike instead of charging it to the late ones.
+# in the boot (measured in docs/benchmarks/fast-lane-notes.md), and alternating the order
+# spreads that drift over every setting alike instead of charging it to the late ones.
 sed -n '1!G;h;$p' "$PLAN" >/tmp/plan.reversed
 REP=1
 while [ $REP -le "$REPS" ]; do
