@@ -417,9 +417,26 @@ flags! {
     }
     wa_bias: bool {
         V5_10: true;
-        help: "sched_feat WA_BIAS: bias wake_affine_weight() towards prev by half the domain's \
-               imbalance_pct margin. Default on in every kernel.";
+        help: "sched_feat WA_BIAS: wake_affine_weight() weighs prev's load by half the domain's \
+               imbalance_pct margin more (108 against 100 at imbalance_pct 117), which favours \
+               the waker's CPU. Default on in every kernel.";
         cli: "BOOL", "sched_feat WA_BIAS (on in every kernel).";
+    }
+    wa_idle_prev_idle: bool {
+        V5_10: false, V5_12: true;
+        help: "d8fcb81f (Julia Lawall, \"sched/fair: Check for idle core in wake_affine\", merged \
+               v5.11): wake_affine_idle() keeps the task on an idle prev before WA_WEIGHT is \
+               asked. Without it (v5.10) an undecided WA_IDLE falls through to WA_WEIGHT, which \
+               can pull the task across nodes.";
+        cli: "BOOL", "d8fcb81f (merged v5.11): wake_affine_idle() keeps an idle prev.";
+    }
+    affine_tally_excludes_prev: bool {
+        V5_10: false, V6_5: true;
+        help: "39afe5d6 (Libo Chen, \"sched/fair: Fix inaccurate tally of ttwu_move_affine\", \
+               merged v6.4, backported to 5.15.y and 6.1.y): nr_wakeups_affine counts only \
+               wake-ups that chose the waker's CPU. Before it, WA_IDLE choosing prev was counted \
+               too. Changes the counter only, never the CPU chosen.";
+        cli: "BOOL", "39afe5d6 (merged v6.4): nr_wakeups_affine excludes WA_IDLE's prev.";
     }
     imbalance_pct_llc: u32 {
         V5_10: 117;
@@ -477,9 +494,10 @@ presets! {
          recent_used_cpu variant A (waker records its CPU), per-CPU-kthread stacking from \
          any context; none of the seed patches.";
     V5_12 = "v5.12" after V5_10:
-        "v5.10 + Mel Gorman's merged SIS rework: SIS_AVG_CPU removed, scan cost under \
-         SIS_PROP, 6cd56ef1 (select_idle_smt removed) and 9fe1f127 (single pass with the \
-         idle candidate, seed 4 patch 4).";
+        "v5.10 + d8fcb81f (v5.11: wake_affine_idle() keeps an idle prev) + Mel Gorman's \
+         merged SIS rework: SIS_AVG_CPU removed, scan cost under SIS_PROP, 6cd56ef1 \
+         (select_idle_smt removed) and 9fe1f127 (single pass with the idle candidate, seed 4 \
+         patch 4).";
     V5_13 = "v5.13" after V5_12:
         "v5.12 + c722f35b (select_idle_smt(prev) before the LLC scan).";
     V5_14 = "v5.14" after V5_13:
@@ -492,7 +510,8 @@ presets! {
         "v5.15 + 8b4e74cc (v5.17: kthread stacking needs in_task()) + SIS_UTIL in place \
          of SIS_PROP (70fb5ccf).";
     V6_5 = "v6.5" after V6_0:
-        "v6.0 + ae2ad293 (recent_used_cpu mask test fixed: variant D).";
+        "v6.0 + 39afe5d6 (v6.4: nr_wakeups_affine no longer counts WA_IDLE's prev) + \
+         ae2ad293 (recent_used_cpu mask test fixed: variant D).";
     V6_12 = "v6.12" after V6_5:
         "v6.5 + delayed dequeue (152e11f6, DELAY_DEQUEUE on) as released in v6.12, \
          without the seed-3 fix; SIS_PROP gone since v6.7.";

@@ -64,7 +64,8 @@ counters! {
     /// Wake-ups with `WF_SYNC` set (counted even when PF_EXITING voids the hint, as the
     /// kernel does); `nr_wakeups_sync`.
     nr_wakeups_sync,
-    /// `wake_affine()` chose the waker's CPU; `nr_wakeups_affine`.
+    /// `wake_affine()` chose the waker's CPU (before 39afe5d6, v6.4: also WA_IDLE keeping
+    /// prev); `nr_wakeups_affine`.
     nr_wakeups_affine,
     /// `wake_affine()` ran; `nr_wakeups_affine_attempts`.
     nr_wakeups_affine_attempts,

@@ -170,8 +170,8 @@ pub enum WeightOutcome {
 ///
 /// The waker's CPU wins if, after moving the task there, its load (scaled by prev's
 /// capacity and by 100) is below prev's remaining load (scaled by this CPU's capacity and by
-/// `100 + (imbalance_pct - 100) / 2`, WA_BIAS's half-margin in favour of prev).  A sync
-/// wake-up discounts the waker, who is about to sleep, and breaks ties towards the waker.
+/// `100 + (imbalance_pct - 100) / 2`: WA_BIAS inflates prev's side, so it favours the
+/// waker's CPU).  A sync wake-up discounts the waker, who is about to sleep, and breaks ties towards the waker.
 /// Computed in i128 so that no realistic load can overflow (the kernel uses s64).
 pub fn wake_affine_weight_calc(w: &WeightInputs) -> WeightOutcome {
     let mut this_eff = w.this_load as i128;
@@ -562,11 +562,15 @@ impl<'a> Step<'a> {
             self.push(Rule::WakeAffineNoFeature);
         }
         self.cnt.nr_wakeups_affine_attempts += 1;
-        if target != Some(this) {
+        let Some(cpu) = target else {
             return prev;
+        };
+        // Before 39afe5d6 (v6.4) the exit test was `target == nr_cpumask_bits`, so WA_IDLE
+        // choosing prev was tallied as an affine wake-up too.  The CPU is the same.
+        if cpu == this || !self.cfg.affine_tally_excludes_prev {
+            self.cnt.nr_wakeups_affine += 1;
         }
-        self.cnt.nr_wakeups_affine += 1;
-        this
+        cpu
     }
 
     /// `wake_affine_idle()`, per version:
@@ -631,7 +635,9 @@ impl<'a> Step<'a> {
             }
         }
 
-        if self.available_idle(prev) {
+        // d8fcb81f (v5.11): an idle prev ends the question here.  v5.10 has no such test and
+        // leaves the choice to WA_WEIGHT, which may pull the task to a busier node.
+        if self.cfg.wa_idle_prev_idle && self.available_idle(prev) {
             self.push(Rule::WaIdlePrevIdle);
             return Some(prev);
         }

@@ -68,6 +68,8 @@
 //! | `select_idle_smt_prev` | c722f35b | v5.13 |
 //! | `scan_skips_target` | 56498cfb | v5.15 |
 //! | `sis` none/prop/util | SIS_PROP / 70fb5ccf SIS_UTIL | prop ≤v6.6, util v6.0+ |
+//! | `wa_idle_prev_idle` | d8fcb81f | v5.11 |
+//! | `affine_tally_excludes_prev` | 39afe5d6 (counter only) | v6.4, 5.15.y, 6.1.y |
 //! | `wa_idle`, `wa_weight`, `wa_bias`, `imbalance_pct_{llc,smt}` | sched_feats, sd | always |
 //! | `kthread_stacking_requires_task` | 8b4e74cc | v5.17, 5.10.y |
 //!

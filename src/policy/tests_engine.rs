@@ -104,9 +104,19 @@ fn wake_affine_idle_branches_per_version() {
         WaIdleCase { name: "Barry + v6.16: delayed discounted, irq still refused", preset: "mainline+barry", overrides: &[],
             this: alone_plus_delayed, prev: busy, prev_cache_affine: true, sync: true, in_task: false,
             expect: "none", rules: &["sync_shortcut_blocked_irq_waker", "wake_affine_idle_no_decision"] },
-        WaIdleCase { name: "Barry flag on v5.10", preset: "v5.10", overrides: &["sync_requires_task_waker=true"],
+        // v5.10's wake_affine_idle() (fair.c 5.10, between `wake_wide()` and
+        // `wake_affine_weight()`) ends `if (sync && nr_running == 1) return this_cpu;
+        // return nr_cpumask_bits;`: an idle prev is only kept when the waker's CPU is idle
+        // too.  d8fcb81f (v5.11) added `if (available_idle_cpu(prev_cpu)) return prev_cpu;`.
+        WaIdleCase { name: "Barry flag on v5.10: blocked, and v5.10 has no idle-prev test", preset: "v5.10", overrides: &["sync_requires_task_waker=true"],
             this: busy, prev: idle, prev_cache_affine: true, sync: true, in_task: false,
-            expect: "prev", rules: &["sync_shortcut_blocked_irq_waker", "wake_affine_idle_prev_idle"] },
+            expect: "none", rules: &["sync_shortcut_blocked_irq_waker", "wake_affine_idle_no_decision"] },
+        WaIdleCase { name: "v5.10, prev idle in the other node: no decision, WA_WEIGHT decides", preset: "v5.10", overrides: &[],
+            this: busy2, prev: idle, prev_cache_affine: false, sync: false, in_task: true,
+            expect: "none", rules: &["wake_affine_idle_no_decision"] },
+        WaIdleCase { name: "v5.12, prev idle in the other node: keep prev (d8fcb81f)", preset: "v5.12", overrides: &[],
+            this: busy2, prev: idle, prev_cache_affine: false, sync: false, in_task: true,
+            expect: "prev", rules: &["wake_affine_idle_prev_idle"] },
     ];
     // 2 nodes x 1 LLC x 4 cores: CPU 0 is the waker, 1 shares its LLC, 5 does not.
     let topo = shape(2, 1, 4, 1);
@@ -215,6 +225,59 @@ fn wake_affine_weight_uses_domain_imbalance_pct() {
         );
         assert_eq!(d.counted.nr_wakeups_affine_attempts, 1);
         assert_eq!(d.counted.nr_wakeups_affine, want_pull as u64);
+    }
+}
+
+#[test]
+fn v5_10_idle_prev_falls_through_to_wa_weight_and_may_cross_nodes() {
+    // 2 nodes x 4 CPUs.  The waker (CPU 0) runs two tasks with no load on its node; prev
+    // (CPU 5, other node) is idle but still carries the wakee's blocked load plus more.  v5.10
+    // asks WA_WEIGHT, which pulls across the node; v5.12 keeps the idle prev.
+    let topo = shape(2, 1, 4, 1);
+    for (preset, want, want_rule) in [
+        ("v5.10", 0usize, "wake_affine_weight_this_lighter"),
+        ("v5.12", 5usize, "wake_affine_idle_prev_idle"),
+    ] {
+        let mut e = engine_with(&topo, preset, &["sis=none"]);
+        let mut cpus = all_busy(8);
+        cpus[0] = snap_nr(2, 0);
+        cpus[0].load = 0;
+        cpus[5] = CpuSnapshot::idle();
+        cpus[5].load = 900;
+        let mut t = wakee(1, 5, 8);
+        t.load = 100;
+        let mut w = WakeCtx::ttwu(0, waker_task(2, 8), 0);
+        let d = e.select_cpu(&cpus, &mut t, &mut w);
+        assert_eq!(d.sis_target, Some(want), "{preset}: {:?}", d.chain);
+        assert!(d.chain.names().contains(&want_rule), "{preset}: {:?}", d.chain);
+    }
+}
+
+#[test]
+fn affine_tally_counts_wa_idle_prev_before_39afe5d6() {
+    // Waker's CPU and prev both idle and cache-affine: WA_IDLE keeps prev.  v5.10-v6.3
+    // (`if (target == nr_cpumask_bits) return prev_cpu;` in wake_affine()) count that as an
+    // affine wake-up; 39afe5d6 (v6.4, `if (target != this_cpu)`) does not.
+    let topo = shape(1, 1, 4, 1);
+    for (preset, overrides, want) in [
+        ("v5.10", &[][..], 1u64),
+        ("v6.0", &[][..], 1),
+        ("v6.5", &[][..], 0),
+        ("mainline", &["affine_tally_excludes_prev=false"][..], 1),
+    ] {
+        let mut e = engine_with(&topo, preset, overrides);
+        let cpus = vec![CpuSnapshot::idle(); 4];
+        let mut t = wakee(1, 1, 4);
+        let mut w = WakeCtx::ttwu(0, waker_task(2, 4), 0);
+        let d = e.select_cpu(&cpus, &mut t, &mut w);
+        assert!(
+            d.chain.names().contains(&"wake_affine_idle_both_idle_keep_prev"),
+            "{preset}: {:?}",
+            d.chain
+        );
+        assert_eq!(d.sis_target, Some(1), "{preset}");
+        assert_eq!(d.counted.nr_wakeups_affine_attempts, 1, "{preset}");
+        assert_eq!(d.counted.nr_wakeups_affine, want, "{preset} {overrides:?}");
     }
 }
 

@@ -287,8 +287,9 @@ fn prop_all_idle_returns_the_wake_affine_target() {
             if allowed.contains(target) && w.topo.is_online(target) {
                 assert_eq!(d.cpu, target, "round {round} {preset}: {:?}", d.chain);
                 assert_eq!(d.chain.last(), Some(Rule::SisTargetIdle));
-                // With WA_IDLE (every preset) the target is prev: nothing gains from moving.
-                if cfg.wa_idle && w.topo.is_online(t.prev_cpu) {
+                // With WA_IDLE and its idle-prev test (d8fcb81f, every preset from v5.12)
+                // the target is prev: nothing gains from moving.  v5.10 asks WA_WEIGHT.
+                if cfg.wa_idle && cfg.wa_idle_prev_idle && w.topo.is_online(t.prev_cpu) {
                     assert_eq!(target, t.prev_cpu, "round {round} {preset}: {:?}", d.chain);
                 }
             }
