@@ -190,6 +190,7 @@ enum wl_apply_flags {
 struct cpu_state {
 	u64 idle_since_ns;	/* start of the current idle period, 0 if busy */
 	u64 last_idle_ns;	/* length of the last finished idle period */
+	u64 last_idle_end_ns;	/* when it ended (SIS_PROP's wake_avg_idle stamp) */
 	u64 refreshed_ns;	/* when the rq fields below were copied */
 	/*
 	 * When the last task of ours stopped here, 0 while one runs (the agent

@@ -1923,8 +1923,10 @@ void BPF_STRUCT_OPS(wakelab_update_idle, s32 cpu, bool idle)
 			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 		}
 	} else {
-		if (cs->idle_since_ns)
+		if (cs->idle_since_ns) {
 			cs->last_idle_ns = now - cs->idle_since_ns;
+			cs->last_idle_end_ns = now;
+		}
 		cs->idle = 0;
 		cs->idle_since_ns = 0;
 	}

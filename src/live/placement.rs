@@ -257,6 +257,7 @@ impl Placer {
                 ttwu_pending: ttwu,
                 dsq_queued: queued,
                 last_idle_ns: last_idle,
+                last_idle_end_ns: idle_exit,
                 free_since_ns: free_since,
                 own_wakee_until_ns: own_until,
                 busy_ns: busy,
@@ -318,6 +319,7 @@ impl Placer {
                 util: (self.util_avg[cpu] + 0.5) as u32,
                 capacity: 0,
                 avg_idle_ns: self.avg_idle_ns[cpu],
+                idle_exit_ns: idle_exit,
             };
         }
         self.delayed.apply_to(&mut self.snaps);

@@ -206,6 +206,8 @@ pub struct CpuReading {
     /// Tasks waiting in its DSQ.
     pub dsq_queued: u32,
     pub last_idle_ns: u64,
+    /// When that idle period ended.
+    pub last_idle_end_ns: u64,
     /// When the last task of ours stopped there (0 while one runs).
     pub free_since_ns: u64,
     /// Time our tasks ran there, and when the current run started (0: none).
@@ -246,6 +248,7 @@ pub fn read_cpus(b: &bss, out: &mut [CpuReading]) {
             ttwu_pending: vol!(cs.ttwu_pending) != 0,
             dsq_queued: vol!(cs.dsq_queued),
             last_idle_ns: vol!(cs.last_idle_ns),
+            last_idle_end_ns: vol!(cs.last_idle_end_ns),
             free_since_ns: vol!(cs.free_since_ns),
             busy_ns: vol!(cs.busy_ns),
             run_start_ns: vol!(cs.run_start_ns),

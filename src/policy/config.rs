@@ -197,8 +197,9 @@ choice! {
     pub enum SisMode {
         /// Scan the whole LLC.
         None = "none",
-        /// SIS_PROP (v5.10 formula): depth from the waker CPU's avg_idle over the LLC's
-        /// avg_scan_cost.  Removed upstream in v6.7 (984ffb6a).
+        /// SIS_PROP: depth from the waker CPU's idle estimate (`avg_idle / 512`, or the aged
+        /// `wake_avg_idle` from v5.14) over the LLC's avg_scan_cost.  Removed in v6.7
+        /// (984ffb6a).
         Prop = "prop",
         /// SIS_UTIL (70fb5ccf, v6.0): depth from the target LLC's utilisation.  The formula is
         /// a documented approximation (see `sis_util_nr_idle_scan` in the idle-scan module).
@@ -383,11 +384,20 @@ flags! {
     }
     sis: SisMode {
         V5_10: SisMode::Prop, V6_0: SisMode::Util;
-        help: "Idle-CPU scan depth: prop = SIS_PROP, v5.10 formula with emulated avg_idle and \
-               avg_scan_cost (removed in v6.7); util = SIS_UTIL, nr_idle_scan from LLC \
+        help: "Idle-CPU scan depth: prop = SIS_PROP with emulated avg_idle and avg_scan_cost, \
+               its idle estimate per sis_prop_wake_avg_idle (removed in v6.7); util = SIS_UTIL, nr_idle_scan from LLC \
                utilisation (70fb5ccf, v6.0; formula approximated, unverified); none = whole LLC.";
-        cli: "MODE", "Idle-CPU scan depth: none, prop (SIS_PROP, v5.10 formula, removed v6.7) or \
+        cli: "MODE", "Idle-CPU scan depth: none, prop (SIS_PROP, removed v6.7) or \
                       util (SIS_UTIL, merged v6.0; approximated formula).";
+    }
+    sis_prop_wake_avg_idle: bool {
+        V5_10: false, V5_14: true;
+        help: "94aafc3e (Peter Zijlstra, \"sched/fair: Age the average idle time\", in tip \
+               after v5.13-rc7, merged v5.14): SIS_PROP sizes the scan from the waker CPU's \
+               rq->wake_avg_idle, without the / 512 fuzz factor: avg_idle / 2 when the CPU \
+               last left idle, halved for every jiffy since, less the scan cost of each \
+               wake-up it made. Before it (v5.10-v5.13): avg_idle / 512.";
+        cli: "BOOL", "94aafc3e (merged v5.14): SIS_PROP reads the aged rq->wake_avg_idle.";
     }
     /// The kernel measures `cpu_clock()` around the loop; the emulation charges this per CPU.
     sis_prop_cost_per_cpu_ns: u64 {
@@ -501,7 +511,8 @@ presets! {
     V5_13 = "v5.13" after V5_12:
         "v5.12 + c722f35b (select_idle_smt(prev) before the LLC scan).";
     V5_14 = "v5.14" after V5_13:
-        "v5.13 + e5e678e4 (seed 2: skip newidle balance when a wake-up is pending).";
+        "v5.13 + e5e678e4 (seed 2: skip newidle balance when a wake-up is pending) + \
+         94aafc3e (SIS_PROP reads the aged wake_avg_idle).";
     V5_15 = "v5.15" after V5_14:
         "v5.14 + 89aafd67 (seed 4 patch 3: prev becomes recent_used_cpu, with the \
          allowed-mask bug; a7ba8948 from v5.16/5.15.y behaves the same) + 56498cfb (scan \

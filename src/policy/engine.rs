@@ -42,6 +42,20 @@ impl Default for LlcState {
     }
 }
 
+/// Per-CPU state v5.14-v6.6 keep in `struct rq` for SIS_PROP (94aafc3e).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RqWakeIdle {
+    /// `rq->wake_avg_idle` in ns: the idle time this CPU still expects before it is busy.
+    pub wake_avg_idle_ns: u64,
+    /// `rq->wake_stamp` in jiffies: up to when it has been aged.
+    pub wake_stamp: u64,
+    /// The snapshot's `idle_exit_ns` it was restarted from; `None` before first use.
+    pub restarted_at_ns: Option<u64>,
+}
+
+/// Debian's amd64 kernels are built with HZ=250: a jiffy is 4 ms.
+pub(super) const JIFFY_NS: u64 = 4_000_000;
+
 /// Which part of `select_task_rq()` produced the CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -131,6 +145,7 @@ static MISSING_SNAPSHOT: CpuSnapshot = CpuSnapshot {
     util: 0,
     capacity: 0,
     avg_idle_ns: 0,
+    idle_exit_ns: 0,
 };
 
 /// The numbers `wake_affine_weight()` compares, gathered so the arithmetic can be tested
@@ -243,6 +258,7 @@ pub(super) struct Step<'a> {
     pub(super) cfg: &'a Config,
     pub(super) cpus: &'a [CpuSnapshot],
     pub(super) llc: &'a mut [LlcState],
+    pub(super) rq: &'a mut [RqWakeIdle],
     pub(super) chain: RuleChain,
     pub(super) cnt: Counters,
     pub(super) scanned: u32,
@@ -251,6 +267,8 @@ pub(super) struct Step<'a> {
     pub(super) this_cpu: usize,
     /// `in_task()` of the waker.
     pub(super) in_task: bool,
+    /// The wake-up's time ([`WakeCtx::now_ns`]).
+    pub(super) now_ns: u64,
 }
 
 impl<'a> Step<'a> {
@@ -259,18 +277,21 @@ impl<'a> Step<'a> {
         cfg: &'a Config,
         cpus: &'a [CpuSnapshot],
         llc: &'a mut [LlcState],
+        rq: &'a mut [RqWakeIdle],
     ) -> Self {
         Step {
             topo,
             cfg,
             cpus,
             llc,
+            rq,
             chain: RuleChain::new(),
             cnt: Counters::default(),
             scanned: 0,
             sis_nr: None,
             this_cpu: usize::MAX,
             in_task: true,
+            now_ns: 0,
         }
     }
 
@@ -353,6 +374,7 @@ impl<'a> Step<'a> {
         let is_ttwu = wake.wake_flags & WAKE_TTWU != 0;
         self.this_cpu = wake.waker_cpu;
         self.in_task = wake.waker_context.in_task();
+        self.now_ns = wake.now_ns;
         if is_ttwu {
             self.cnt.nr_wakeups += 1;
             if wake.wake_flags & WAKE_SYNC != 0 {
@@ -869,6 +891,7 @@ pub struct Engine {
     topo: Topology,
     config: Config,
     llc: Vec<LlcState>,
+    rq: Vec<RqWakeIdle>,
     counters: Counters,
 }
 
@@ -877,10 +900,12 @@ impl Engine {
     pub fn new(topo: Topology, config: Config) -> Result<Engine, ConfigError> {
         config.validate()?;
         let llc = vec![LlcState::default(); topo.nr_llcs()];
+        let rq = vec![RqWakeIdle::default(); topo.nr_cpus()];
         Ok(Engine {
             topo,
             config,
             llc,
+            rq,
             counters: Counters::default(),
         })
     }
@@ -1007,7 +1032,7 @@ impl Engine {
             scanned: 0,
             counted: Counters::default(),
         };
-        let mut st = Step::new(&self.topo, &self.config, cpus, &mut self.llc);
+        let mut st = Step::new(&self.topo, &self.config, cpus, &mut self.llc, &mut self.rq);
         d.cpu = st.select_task_rq(task, wake, &mut d);
         d.chain = st.chain;
         d.counted = st.cnt;
@@ -1039,7 +1064,7 @@ impl Engine {
         cpus: &[CpuSnapshot],
         candidates: &[PullCandidate],
     ) -> NewIdleDecision {
-        let mut st = Step::new(&self.topo, &self.config, cpus, &mut self.llc);
+        let mut st = Step::new(&self.topo, &self.config, cpus, &mut self.llc, &mut self.rq);
         let (pulled, domain) = st.newidle(cpu, candidates);
         let d = NewIdleDecision {
             cpu,

@@ -16,7 +16,7 @@
 
 use super::config::{IdleScan, SisMode};
 use super::cpuset::{CpuSet, MAX_CPUS};
-use super::engine::Step;
+use super::engine::{JIFFY_NS, RqWakeIdle, Step};
 use super::rules::Rule;
 use super::topology::SCHED_CAPACITY_SCALE;
 
@@ -49,13 +49,12 @@ pub fn sis_util_nr_idle_scan(sum_util: u64, llc_weight: u64, imbalance_pct: u32)
     y * llc_weight / scale
 }
 
-/// SIS_PROP's depth (v5.10 formula): the waker CPU's average idle time (ns / 512, "due to
-/// large variance we need a large fuzz factor") against the average cost of a scan, scaled
-/// by the LLC size; at least 4.  The loop stops at `!--nr`, so it examines at most `nr - 1`
-/// CPUs.  v5.13's aged `wake_avg_idle` and the later core-proportional scaling are not
-/// modelled.
-pub fn sis_prop_nr(avg_idle_ns: u64, avg_scan_cost_ns: u64, llc_weight: u64) -> u64 {
-    let avg_idle = avg_idle_ns / 512;
+/// SIS_PROP's depth: the waker CPU's expected idle time `avg_idle` against the average cost
+/// of a scan, scaled by the LLC size; at least 4.  `avg_idle` is `rq->avg_idle / 512` up to
+/// v5.13 ("due to large variance we need a large fuzz factor") and `rq->wake_avg_idle` from
+/// v5.14 (see `Step::wake_avg_idle`).  The loop stops at `!--nr`, so it examines at most
+/// `nr - 1` CPUs.
+pub fn sis_prop_nr(avg_idle: u64, avg_scan_cost_ns: u64, llc_weight: u64) -> u64 {
     // The kernel's `avg_cost + 1` cannot reach zero there (the average is a few µs); here
     // the cost comes from a scenario or trace file, and u64::MAX + 1 would wrap to 0 and
     // divide by zero.  Saturating keeps the quotient meaningful: the depth falls to 4.
@@ -287,19 +286,46 @@ impl Step<'_> {
                     return None;
                 }
                 let cost = self.llc[topo.llc_index(this)].avg_scan_cost_ns;
-                let nr = sis_prop_nr(
-                    self.snap(this).avg_idle_ns,
-                    cost,
-                    topo.llc_size(target) as u64,
-                );
+                let avg_idle = if self.cfg.sis_prop_wake_avg_idle {
+                    self.wake_avg_idle(this)
+                } else {
+                    self.snap(this).avg_idle_ns / 512
+                };
+                let nr = sis_prop_nr(avg_idle, cost, topo.llc_size(target) as u64);
                 self.sis_nr = Some(nr);
                 Some((nr, true))
             }
         }
     }
 
-    /// Folds this scan's emulated cost into the waker LLC's `avg_scan_cost`.
-    fn update_scan_cost(&mut self, examined: u64) {
+    /// `rq->wake_avg_idle` of `cpu` as select_idle_cpu() reads it from v5.14 (94aafc3e).
+    /// ttwu_do_wakeup() restarts it at `avg_idle / 2` when the CPU leaves idle; "if we're
+    /// busy, the assumption that the last idle period predicts the future is flawed", so it
+    /// halves for every jiffy since; each scan the CPU makes spends some of it
+    /// ([`Self::update_scan_cost`]).
+    pub(super) fn wake_avg_idle(&mut self, cpu: usize) -> u64 {
+        let snap = *self.snap(cpu);
+        let now = self.now_ns / JIFFY_NS;
+        let Some(rq) = self.rq.get_mut(cpu) else {
+            return 0;
+        };
+        if rq.restarted_at_ns != Some(snap.idle_exit_ns) {
+            *rq = RqWakeIdle {
+                wake_avg_idle_ns: snap.avg_idle_ns / 2,
+                wake_stamp: snap.idle_exit_ns / JIFFY_NS,
+                restarted_at_ns: Some(snap.idle_exit_ns),
+            };
+        }
+        while rq.wake_stamp < now && rq.wake_avg_idle_ns != 0 {
+            rq.wake_stamp += 1;
+            rq.wake_avg_idle_ns >>= 1;
+        }
+        rq.wake_avg_idle_ns
+    }
+
+    /// Folds this scan's emulated cost into the waker LLC's `avg_scan_cost` and, from v5.14,
+    /// takes it from the waker CPU's `wake_avg_idle`.
+    pub(super) fn update_scan_cost(&mut self, examined: u64) {
         let topo = self.topo;
         let sample = self
             .cfg
@@ -307,6 +333,11 @@ impl Step<'_> {
             .saturating_add(self.cfg.sis_prop_cost_per_cpu_ns.saturating_mul(examined));
         let l = topo.llc_index(self.this_cpu);
         update_avg(&mut self.llc[l].avg_scan_cost_ns, sample);
+        if self.cfg.sis_prop_wake_avg_idle
+            && let Some(rq) = self.rq.get_mut(self.this_cpu)
+        {
+            rq.wake_avg_idle_ns -= rq.wake_avg_idle_ns.min(sample);
+        }
     }
 
     fn scan_start(&self, target: usize) -> usize {

@@ -68,6 +68,7 @@
 //! | `select_idle_smt_prev` | c722f35b | v5.13 |
 //! | `scan_skips_target` | 56498cfb | v5.15 |
 //! | `sis` none/prop/util | SIS_PROP / 70fb5ccf SIS_UTIL | prop ≤v6.6, util v6.0+ |
+//! | `sis_prop_wake_avg_idle` | 94aafc3e | v5.14 |
 //! | `wa_idle_prev_idle` | d8fcb81f | v5.11 |
 //! | `affine_tally_excludes_prev` | 39afe5d6 (counter only) | v6.4, 5.15.y, 6.1.y |
 //! | `wa_idle`, `wa_weight`, `wa_bias`, `imbalance_pct_{llc,smt}` | sched_feats, sd | always |

@@ -1,6 +1,6 @@
 //! Table-driven tests pinning each function of the placement path.
 
-use super::engine::{LlcState, Step};
+use super::engine::{LlcState, RqWakeIdle, Step};
 use super::idle_scan::{sis_prop_nr, sis_util_nr_idle_scan, update_avg};
 use super::test_util::*;
 use super::*;
@@ -127,7 +127,8 @@ fn wake_affine_idle_branches_per_version() {
         cpus[0] = c.this;
         cpus[prev] = c.prev;
         let mut llc = vec![LlcState::default(); topo.nr_llcs()];
-        let mut st = Step::new(&topo, &cfg, &cpus, &mut llc);
+        let mut rq = vec![RqWakeIdle::default(); topo.nr_cpus()];
+        let mut st = Step::new(&topo, &cfg, &cpus, &mut llc, &mut rq);
         st.this_cpu = 0;
         st.in_task = c.in_task;
         let got = st.wake_affine_idle(0, prev, c.sync);
@@ -249,7 +250,11 @@ fn v5_10_idle_prev_falls_through_to_wa_weight_and_may_cross_nodes() {
         let mut w = WakeCtx::ttwu(0, waker_task(2, 8), 0);
         let d = e.select_cpu(&cpus, &mut t, &mut w);
         assert_eq!(d.sis_target, Some(want), "{preset}: {:?}", d.chain);
-        assert!(d.chain.names().contains(&want_rule), "{preset}: {:?}", d.chain);
+        assert!(
+            d.chain.names().contains(&want_rule),
+            "{preset}: {:?}",
+            d.chain
+        );
     }
 }
 
@@ -271,7 +276,9 @@ fn affine_tally_counts_wa_idle_prev_before_39afe5d6() {
         let mut w = WakeCtx::ttwu(0, waker_task(2, 4), 0);
         let d = e.select_cpu(&cpus, &mut t, &mut w);
         assert!(
-            d.chain.names().contains(&"wake_affine_idle_both_idle_keep_prev"),
+            d.chain
+                .names()
+                .contains(&"wake_affine_idle_both_idle_keep_prev"),
             "{preset}: {:?}",
             d.chain
         );
@@ -753,14 +760,15 @@ fn recent_used_requires_a_distinct_cache_affine_cpu() {
 #[test]
 fn sis_prop_formula() {
     // (avg_idle_ns, avg_scan_cost_ns, llc_weight, nr)
+    // avg_idle as the version reads it: avg_idle / 512 (v5.10) or wake_avg_idle (v5.14).
     let cases = [
-        (0, 0, 16, 4),              // nothing known: the floor of 4
-        (512 * 10, 99, 16, 4),      // span_avg 160 <= 4*100
-        (512 * 100, 9, 16, 160),    // 1600 / 10
-        (512 * 100, 0, 16, 1600),   // 1600 / 1
-        (512 * 25, 99, 16, 4),      // 400 is not > 400
-        (512 * 26, 99, 16, 4),      // 416 / 100 = 4
-        (512 * 1000, 49, 64, 1280), // 64000 / 50
+        (0, 0, 16, 4),        // nothing known: the floor of 4
+        (10, 99, 16, 4),      // span_avg 160 <= 4*100
+        (100, 9, 16, 160),    // 1600 / 10
+        (100, 0, 16, 1600),   // 1600 / 1
+        (25, 99, 16, 4),      // 400 is not > 400
+        (26, 99, 16, 4),      // 416 / 100 = 4
+        (1000, 49, 64, 1280), // 64000 / 50
     ];
     for (idle, cost, w, nr) in cases {
         assert_eq!(
@@ -781,7 +789,7 @@ fn sis_prop_formula() {
 #[test]
 fn sis_prop_nr_takes_any_scan_cost() {
     for (idle, cost, w, nr) in [
-        (512 * 100, u64::MAX, 16, 4),
+        (100, u64::MAX, 16, 4),
         (u64::MAX, u64::MAX, 1024, 4),
         (u64::MAX, u64::MAX - 1, u64::MAX, 4),
         (u64::MAX, 0, u64::MAX, u64::MAX),
@@ -830,6 +838,74 @@ fn sis_prop_nr4_examines_at_most_three_cpus() {
                 cfg.sis_prop_cost_fixed_ns + cfg.sis_prop_cost_per_cpu_ns * want_scanned as u64;
             assert_eq!(cost, sample / 8);
         }
+    }
+}
+
+#[test]
+fn wake_avg_idle_restarts_on_idle_exit_ages_per_jiffy_and_pays_for_scans() {
+    // v5.14-v6.6 (94aafc3e).  core.c ttwu_do_wakeup(): `rq->wake_stamp = jiffies;
+    // rq->wake_avg_idle = rq->avg_idle / 2;`.  fair.c select_idle_cpu(): `while
+    // (this_rq->wake_stamp < now && this_rq->wake_avg_idle) { this_rq->wake_stamp++;
+    // this_rq->wake_avg_idle >>= 1; }`, and after the scan `this_rq->wake_avg_idle -=
+    // min(this_rq->wake_avg_idle, time);`.  HZ=250: a jiffy is 4 ms.
+    let topo = shape(1, 1, 4, 1);
+    let cfg = Config::from_preset("v5.14").unwrap();
+    let mut llc = vec![LlcState::default(); 1];
+    let mut rq = vec![RqWakeIdle::default(); 4];
+    let mut cpus = all_busy(4);
+    cpus[0].avg_idle_ns = 1_000_000;
+    cpus[0].idle_exit_ns = 40_000_000; // jiffy 10
+    let sample = cfg.sis_prop_cost_fixed_ns + 3 * cfg.sis_prop_cost_per_cpu_ns;
+    {
+        let mut st = Step::new(&topo, &cfg, &cpus, &mut llc, &mut rq);
+        st.this_cpu = 0;
+        st.now_ns = 43_000_000; // still jiffy 10
+        assert_eq!(st.wake_avg_idle(0), 500_000);
+        st.update_scan_cost(3);
+        assert_eq!(st.wake_avg_idle(0), 500_000 - sample);
+        st.now_ns = 52_000_000; // jiffy 13: three halvings
+        assert_eq!(st.wake_avg_idle(0), (500_000 - sample) >> 3);
+    }
+    // The CPU idles and is woken again: the estimate restarts from the new avg_idle.
+    cpus[0].avg_idle_ns = 600_000;
+    cpus[0].idle_exit_ns = 60_000_000;
+    let mut st = Step::new(&topo, &cfg, &cpus, &mut llc, &mut rq);
+    st.this_cpu = 0;
+    st.now_ns = 61_000_000;
+    assert_eq!(st.wake_avg_idle(0), 300_000);
+    // Up to v5.13 the scan pays nothing from it.
+    let old = Config::from_preset("v5.13").unwrap();
+    let mut rq_old = vec![RqWakeIdle::default(); 4];
+    let mut st = Step::new(&topo, &old, &cpus, &mut llc, &mut rq_old);
+    st.this_cpu = 0;
+    st.update_scan_cost(3);
+    assert_eq!(rq_old[0], RqWakeIdle::default());
+}
+
+#[test]
+fn sis_prop_v5_14_scans_deeper_than_v5_13_from_the_same_idle_history() {
+    // One LLC of 16 CPUs, only CPU 15 idle; the waker (CPU 0) averages 1 ms idle and just
+    // left idle; scans have cost 10 us on average.  v5.13: 16 * (1e6 / 512) = 31248 is not
+    // above 4 * 10001, nr = 4.  v5.14: 16 * 5e5 / 10001 = 799, the whole LLC.
+    let topo = shape(1, 1, 16, 1);
+    let mut cpus = all_busy(16);
+    cpus[0].avg_idle_ns = 1_000_000;
+    cpus[0].idle_exit_ns = 1_000_000_000;
+    cpus[15] = CpuSnapshot::idle();
+    for (preset, want_nr, want_cpu) in [("v5.13", 4, 1usize), ("v5.14", 799, 15)] {
+        let mut e = engine(&topo, preset);
+        e.set_llc_state(
+            0,
+            LlcState {
+                avg_scan_cost_ns: 10_000,
+                ..LlcState::default()
+            },
+        );
+        let mut t = wakee(1, 1, 16);
+        let mut w = WakeCtx::ttwu(0, waker_task(2, 16), 1_001_000_000);
+        let d = e.select_cpu(&cpus, &mut t, &mut w);
+        assert_eq!(d.sis_nr, Some(want_nr), "{preset}: {:?}", d.chain);
+        assert_eq!(d.cpu, want_cpu, "{preset}: {:?}", d.chain);
     }
 }
 

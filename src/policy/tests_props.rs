@@ -58,6 +58,7 @@ fn random_snapshot(r: &mut XorShift, all_idle: bool) -> CpuSnapshot {
             0
         },
         avg_idle_ns: r.below(2_000_000),
+        idle_exit_ns: 0,
     }
 }
 

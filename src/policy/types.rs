@@ -61,6 +61,11 @@ pub struct CpuSnapshot {
     /// waker's CPU).  The kernel starts it at 2 * sysctl_sched_migration_cost = 1 ms.
     #[serde(default = "default_avg_idle_ns")]
     pub avg_idle_ns: u64,
+    /// When the CPU last left idle (`ttwu_do_wakeup()` finding `rq->idle_stamp` set), on the
+    /// clock of [`WakeCtx::now_ns`]; 0 if unknown.  v5.14-v6.6's SIS_PROP restarts
+    /// `rq->wake_avg_idle` there at `avg_idle / 2` and ages it per jiffy from that moment.
+    #[serde(default)]
+    pub idle_exit_ns: u64,
 }
 
 pub(crate) fn default_avg_idle_ns() -> u64 {
@@ -80,6 +85,7 @@ impl Default for CpuSnapshot {
             util: 0,
             capacity: 0,
             avg_idle_ns: default_avg_idle_ns(),
+            idle_exit_ns: 0,
         }
     }
 }

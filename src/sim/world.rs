@@ -150,6 +150,8 @@ struct Cpu {
     pending: u32,
     idle_since: Option<u64>,
     avg_idle: u64,
+    /// When it last left idle for a task (`CpuSnapshot::idle_exit_ns`).
+    idle_exit: u64,
     load: f64,
     runnable_attached: u32,
     util: f64,
@@ -284,6 +286,7 @@ impl World {
                 pending: 0,
                 idle_since: Some(0),
                 avg_idle: AVG_IDLE_MAX_NS,
+                idle_exit: 0,
                 load: 0.0,
                 runnable_attached: 0,
                 util: 0.0,
@@ -892,6 +895,7 @@ impl World {
             util: (cpu.util.round() as u32).min(1024),
             capacity: 0,
             avg_idle_ns: cpu.avg_idle,
+            idle_exit_ns: cpu.idle_exit,
         }
     }
 
@@ -919,6 +923,7 @@ impl World {
             let cpu = &mut self.cpus[c];
             crate::policy::idle_scan::update_avg(&mut cpu.avg_idle, now - since);
             cpu.avg_idle = cpu.avg_idle.min(AVG_IDLE_MAX_NS);
+            cpu.idle_exit = now;
         }
         if let Some(w) = self.tasks[t].woken_at.take()
             && !self.tasks[t].background
