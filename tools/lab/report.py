@@ -38,6 +38,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -1018,6 +1019,49 @@ def update_readme(readme, section):
     return new != text
 
 
+# --------------------------------------------------------------------------- archive
+
+# The sections of report.md an archived run keeps: what was checked, how, on what, and the
+# headline ratios; the per-workload tables and plots stay with the newest run only.
+SUMMARY_SECTIONS = ("Seed checks", "Command", "Setup", "Ratios to EEVDF", "Decision latency")
+ARCHIVE_KEEPS = {"summary.md", "meta.json", "checks.txt"}
+
+
+def summary_of(report_md):
+    """The report's title and its SUMMARY_SECTIONS, in order, as markdown."""
+    out, keep = [], True
+    for line in report_md.splitlines():
+        if line.startswith("## "):
+            keep = line[3:].strip() in SUMMARY_SECTIONS
+        elif line.startswith("# "):
+            keep = True
+        if keep:
+            out.append(line)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def archive(outdir):
+    report = outdir / "report.md"
+    summary = outdir / "summary.md"
+    if not summary.exists():
+        if not report.exists():
+            raise Fail(f"{outdir}: no report.md to summarise (render it first)")
+        text = summary_of(report.read_text())
+        if not any(f"## {s}" in text for s in SUMMARY_SECTIONS):
+            raise Fail(f"{report}: none of the sections {', '.join(SUMMARY_SECTIONS)} found")
+        summary.write_text(text)
+    removed = 0
+    for p in sorted(outdir.iterdir()):
+        if p.name in ARCHIVE_KEEPS:
+            continue
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+        removed += 1
+    return f"{outdir}: kept {', '.join(sorted(ARCHIVE_KEEPS))}; removed {removed} other entries"
+
+
 # --------------------------------------------------------------------------- main
 
 def main(argv):
@@ -1028,10 +1072,18 @@ def main(argv):
                     help="the column differences are taken against (default: eevdf if present, else the first)")
     ap.add_argument("--readme", metavar="README.md",
                     help=f"regenerate the section between {BEGIN} and {END} of this file")
+    ap.add_argument("--archive", action="store_true",
+                    help="reduce an older run to its summary once a newer full run is committed: "
+                         "write summary.md (" + ", ".join(s.lower() for s in SUMMARY_SECTIONS) +
+                         " of its report.md) and delete everything but summary.md, meta.json and "
+                         "checks.txt")
     a = ap.parse_args(argv)
     outdir = Path(a.outdir)
     if not outdir.is_dir():
         raise Fail(f"{outdir}: not a directory")
+    if a.archive:
+        print(f"{PROG}: {archive(outdir)}", file=sys.stderr)
+        return 0
     lab = Lab(outdir)
     baseline = pick_baseline(lab, a.baseline)
     eevdf = eevdf_of(lab)

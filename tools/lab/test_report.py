@@ -440,6 +440,36 @@ class BadInput(Base):
         self.assertIn("1 row(s) of `results.csv` carried no value", md)
 
 
+class Archive(Base):
+    def test_archive_keeps_the_summary_and_drops_the_bulk(self):
+        d = make_outdir(self.tmp / "run", [
+            ("eevdf", "tbench", "", "value", "MB/s", [100.0, 101.0, 99.0]),
+            ("wakelab", "tbench", "", "value", "MB/s", [150.0, 151.0, 149.0])],
+            checks=["CHECK PASS seed1 ok"])
+        self.render(d)
+        (Path(d) / "raw.txt").write_text("WAKELAB-START\n")
+        full = (Path(d) / "report.md").read_text()
+        rc, out, err = run(d, "--archive")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(p.name for p in Path(d).iterdir()),
+                         ["checks.txt", "meta.json", "summary.md"])
+        summary = (Path(d) / "summary.md").read_text()
+        self.assertIn("## Seed checks", summary)
+        self.assertIn("## Command", summary)
+        self.assertNotIn("## Results per workload", summary)
+        self.assertNotIn("## Plots", summary)
+        self.assertLess(len(summary), len(full))
+        # again: nothing left to remove, the summary stays
+        rc, out, err = run(d, "--archive")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual((Path(d) / "summary.md").read_text(), summary)
+
+    def test_archive_without_a_report_is_one_line(self):
+        d = self.tmp / "empty"
+        d.mkdir()
+        self.assert_one_line_error([d, "--archive"], "no report.md")
+
+
 class Readme(Base):
     BEGIN, END = "<!-- lab:begin -->", "<!-- lab:end -->"
 
