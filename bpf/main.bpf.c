@@ -1405,7 +1405,9 @@ static bool wakeup_coming(s32 cpu)
  * task queued for the busiest CPU of our LLC, else of our node, unless a
  * wake-up is already on its way here and the agent's config says to skip
  * then (seed 2: "There is a task waiting to run. No need to search for
- * one."). Returns true if a task was pulled.
+ * one."). Returns true if a task was pulled. Where this differs from the
+ * engine's rule (Engine::newidle_pull, used by sim and explain) is listed
+ * in one place, that function's documentation.
  */
 static bool newidle_balance(s32 cpu, u64 now)
 {

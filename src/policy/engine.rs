@@ -1058,6 +1058,23 @@ impl Engine {
     /// on `cpu` and is not cache hot (`task_hot()`; the live pull in BPF applies the same two
     /// tests).  Not modelled: the avg_idle versus `max_newidle_lb_cost` cut-off, the escape
     /// that migrates a hot task after repeated balance failures, group imbalance types.
+    ///
+    /// # The live pull differs, and this is the one list of how
+    /// The scheduler's own pull is BPF's `newidle_balance()` (bpf/main.bpf.c), which must
+    /// decide within ops.dispatch() from what BPF sees.  Both skip CPUs with fewer than two
+    /// runnable tasks and tasks that may not run here or ran within 500 us (`task_hot()`),
+    /// and both honour seed 2's skip.  Where they part:
+    /// - *Busiest queue*: here the most runnable tasks, then the highest load, as
+    ///   `find_busiest_queue()` does for `migrate_task`; BPF counts only the tasks waiting
+    ///   in each CPU's DSQ (a task parked for the agent is in no CPU's queue yet), which
+    ///   orders CPUs the same way whenever each runs one task.
+    /// - *Domains*: here SMT, then LLC, node and machine; BPF has no SMT step (its first
+    ///   scope is the whole LLC) and never pulls across nodes, so a remote-node pull seen in
+    ///   `sim` does not happen live.
+    /// - *Within the source*: here a cache-hot candidate makes way for the next-busiest CPU's;
+    ///   BPF tries the source's other queued tasks in DSQ order and gives up if none moves.
+    /// - *Own wakee*: `--newidle-wait-own-wakee` (live only) keeps a CPU that just woke a
+    ///   sync wakee from pulling; the engine has no such input.
     pub fn newidle_pull(
         &mut self,
         cpu: usize,
