@@ -683,6 +683,26 @@ mod tests {
         }
     }
 
+    /// `supervise` with `max_failures`, a 50 ms first restart delay and
+    /// quick liveness checks, never asked to stop.
+    fn supervise_quickly(
+        spawn: &mut dyn FnMut() -> Result<Child>,
+        max_failures: u32,
+        socket: &Path,
+    ) -> Result<u8> {
+        let limits = Limits {
+            max_failures,
+            first_delay: Duration::from_millis(50),
+        };
+        supervise(
+            spawn,
+            &limits,
+            socket,
+            &quick_liveness(),
+            &AtomicBool::new(false),
+        )
+    }
+
     fn temp_socket(tag: &str) -> std::path::PathBuf {
         std::env::temp_dir().join(format!("wakelab-sup-{}-{tag}.sock", std::process::id()))
     }
@@ -700,14 +720,8 @@ mod tests {
             pids.push(c.id());
             Ok(c)
         };
-        let limits = Limits {
-            max_failures: 2,
-            first_delay: Duration::from_millis(50),
-        };
         let started = Instant::now();
-        let stop = AtomicBool::new(false);
-        let err = supervise(&mut spawn, &limits, &socket, &quick_liveness(), &stop)
-            .expect_err("gives up");
+        let err = supervise_quickly(&mut spawn, 2, &socket).expect_err("gives up");
         let msg = format!("{err:#}");
         assert!(
             msg.starts_with("scx_wakelab failed 2 times in a row (last: stopped responding on ")
@@ -766,13 +780,8 @@ mod tests {
             starts += 1;
             Ok(Command::new("sleep").arg("2").spawn()?)
         };
-        let limits = Limits {
-            max_failures: 2,
-            first_delay: Duration::from_millis(50),
-        };
-        let stop = AtomicBool::new(false);
         // 2 s: grace then about 9 checks, three times the misses allowed.
-        let code = supervise(&mut spawn, &limits, &socket, &quick_liveness(), &stop).unwrap();
+        let code = supervise_quickly(&mut spawn, 2, &socket).unwrap();
         assert_eq!(code, 0);
         assert_eq!(starts, 1);
         let _ = std::fs::remove_file(&socket);
@@ -787,13 +796,7 @@ mod tests {
             "{\"metrics\":{\"nr_decisions\":7}}".to_string()
         });
         let mut spawn = || Ok(Command::new("sleep").arg("30").spawn()?);
-        let limits = Limits {
-            max_failures: 1,
-            first_delay: Duration::from_millis(50),
-        };
-        let stop = AtomicBool::new(false);
-        let err = supervise(&mut spawn, &limits, &socket, &quick_liveness(), &stop)
-            .expect_err("gives up");
+        let err = supervise_quickly(&mut spawn, 1, &socket).expect_err("gives up");
         let msg = format!("{err:#}");
         assert!(
             msg.starts_with("scx_wakelab failed once (last: stopped responding on ")

@@ -9,11 +9,11 @@ use scx_wakelab::explain::TraceRecord;
 use scx_wakelab::explain::synthetic::SyntheticTrace;
 use scx_wakelab::policy::{Config, Topology};
 
+mod common;
+use common::assert_one_line_error;
+
 fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_scx_wakelab"));
-    // The setting under which a panic used to hang (see main.rs's panic hook).
-    c.env("RUST_BACKTRACE", "1");
-    c
+    common::scx_wakelab("1")
 }
 
 fn scenario(name: &str) -> PathBuf {
@@ -55,17 +55,6 @@ fn tmp(name: &str) -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli_explain");
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
-}
-
-/// One line on stderr, exit `code` (2 bad input, 1 a check that failed), naming `needle`.
-fn assert_one_line_error(out: &Output, code: i32, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains(needle), "expected '{needle}' in: {err}");
-    for bad in ["panicked", "memory allocation", "internal error"] {
-        assert!(!err.contains(bad), "{err}");
-    }
 }
 
 #[test]

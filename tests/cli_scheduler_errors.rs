@@ -2,19 +2,10 @@
 //! never a panic (issue 2). These run on any host: argument errors are caught
 //! before anything touches the kernel.
 
-use std::process::Command;
+mod common;
 
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_scx_wakelab"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("runs the binary");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::run(common::scx_wakelab("0").args(args))
 }
 
 fn assert_one_line_error(args: &[&str], code: i32, needle: &str) {
@@ -31,27 +22,25 @@ fn assert_one_line_error(args: &[&str], code: i32, needle: &str) {
 
 #[test]
 fn invalid_option_values_are_one_line_errors() {
-    assert_one_line_error(&["--slice-us", "abc"], 2, "--slice-us");
-    assert_one_line_error(&["--slice-us", "0"], 2, "--slice-us");
-    assert_one_line_error(&["--slice-us", "99999999"], 2, "--slice-us");
+    // Each option with values it refuses (as `--option=VALUE`); the error names it.
+    for (option, values) in [
+        ("--slice-us", &["abc", "0", "99999999"][..]),
+        ("--stats", &["0", "soon"]),
+        ("--exit-dump-len", &["-5"]),
+        ("--preset", &["v4.19"]),
+        ("--agent-cpu", &["last", "-1", "99999999"]),
+        ("--agent-spin-us", &["-5", "100001", "fast"]),
+        ("--apply-path", &["ipc"]),
+        ("--debug-half-apply", &["pause"]),
+        ("--task-table-size", &["63", "4194305", "-1", "many"]),
+    ] {
+        for v in values {
+            assert_one_line_error(&[&format!("{option}={v}")], 2, option);
+        }
+    }
+    // A negative number where an option wants a value is an unknown argument.
     assert_one_line_error(&["--stats", "-1"], 2, "-1");
-    assert_one_line_error(&["--stats=0"], 2, "--stats");
-    assert_one_line_error(&["--stats", "soon"], 2, "--stats");
-    assert_one_line_error(&["--exit-dump-len=-5"], 2, "--exit-dump-len");
     assert_one_line_error(&["--no-such-flag"], 2, "--no-such-flag");
-    assert_one_line_error(&["--preset", "v4.19"], 2, "--preset");
-    assert_one_line_error(&["--agent-cpu", "last"], 2, "--agent-cpu");
-    assert_one_line_error(&["--agent-cpu=-1"], 2, "--agent-cpu");
-    assert_one_line_error(&["--agent-cpu", "99999999"], 2, "--agent-cpu");
-    assert_one_line_error(&["--agent-spin-us=-5"], 2, "--agent-spin-us");
-    assert_one_line_error(&["--agent-spin-us", "100001"], 2, "--agent-spin-us");
-    assert_one_line_error(&["--agent-spin-us", "fast"], 2, "--agent-spin-us");
-    assert_one_line_error(&["--apply-path", "ipc"], 2, "--apply-path");
-    assert_one_line_error(&["--debug-half-apply", "pause"], 2, "--debug-half-apply");
-    assert_one_line_error(&["--task-table-size", "63"], 2, "--task-table-size");
-    assert_one_line_error(&["--task-table-size", "4194305"], 2, "--task-table-size");
-    assert_one_line_error(&["--task-table-size=-1"], 2, "--task-table-size");
-    assert_one_line_error(&["--task-table-size", "many"], 2, "--task-table-size");
     assert_one_line_error(&["--trace-overwrite"], 2, "--trace");
 }
 

@@ -16,31 +16,49 @@ use std::time::{Duration, Instant};
 /// input now (exit 2), which is not restarted.
 const UNBINDABLE: &str = "/proc/scx_wakelab-unbindable.sock";
 
+mod common;
+
+/// The line the supervisor writes at each start of the scheduler.
+const STARTED: &str = "supervisor: scx_wakelab started";
+
+/// `scx_wakelab --supervise` with a child that cannot start, and `extra`.
+fn supervisor(extra: &[&str]) -> Command {
+    let mut c = common::scx_wakelab("0");
+    c.args(["--supervise", "--socket", UNBINDABLE]).args(extra);
+    c
+}
+
 fn supervise(extra: &[&str]) -> (i32, String, Duration) {
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_scx_wakelab"))
-        .args(["--supervise", "--socket", UNBINDABLE])
-        .args(extra)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("runs the binary");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        started.elapsed(),
-    )
+    let (rc, _out, err) = common::run(&mut supervisor(extra));
+    (rc, err, started.elapsed())
+}
+
+/// How many lines of `err` contain `what`.
+fn lines_with(err: &str, what: &str) -> usize {
+    err.lines().filter(|l| l.contains(what)).count()
+}
+
+/// The supervisor gave up after `starts` starts: exit 1, and its last line
+/// says how many times the scheduler failed in a row.
+fn assert_gave_up(rc: i32, err: &str, starts: usize) {
+    assert_eq!(rc, 1, "{err}");
+    assert_eq!(lines_with(err, STARTED), starts, "{starts} starts: {err}");
+    let failed = match starts {
+        1 => "failed once (last: ".to_string(),
+        n => format!("failed {n} times in a row (last: "),
+    };
+    assert!(
+        last_line(err).starts_with(&format!("error: scx_wakelab {failed}")),
+        "{err}"
+    );
 }
 
 #[test]
 fn gives_up_with_one_line_after_the_limit() {
     let (rc, err, took) = supervise(&["--restart-limit", "3", "--restart-delay", "0.1"]);
-    assert_eq!(rc, 1, "{err}");
+    assert_gave_up(rc, &err, 3);
     assert!(!err.contains("panicked"), "{err}");
-    let starts = err
-        .lines()
-        .filter(|l| l.contains("supervisor: scx_wakelab started"))
-        .count();
-    assert_eq!(starts, 3, "three starts, no more: {err}");
     let child_errors = err
         .lines()
         .filter(|l| l.starts_with("error: ") && !l.contains("giving up"))
@@ -59,8 +77,7 @@ fn gives_up_with_one_line_after_the_limit() {
     );
     let last = last_line(&err);
     assert!(
-        last.starts_with("error: scx_wakelab failed 3 times in a row (last: exited with status 1")
-            && last.ends_with("giving up"),
+        last.contains("(last: exited with status 1") && last.ends_with("giving up"),
         "{err}"
     );
     assert!(
@@ -73,18 +90,7 @@ fn gives_up_with_one_line_after_the_limit() {
 #[test]
 fn a_limit_of_one_means_no_restart() {
     let (rc, err, _) = supervise(&["--restart-limit", "1"]);
-    assert_eq!(rc, 1, "{err}");
-    assert_eq!(
-        err.lines()
-            .filter(|l| l.contains("supervisor: scx_wakelab started"))
-            .count(),
-        1,
-        "{err}"
-    );
-    assert!(
-        last_line(&err).contains("scx_wakelab failed once (last: "),
-        "{err}"
-    );
+    assert_gave_up(rc, &err, 1);
 }
 
 #[test]
@@ -100,35 +106,27 @@ fn supervisor_options_are_checked_before_any_start() {
             "no-such-group-wakelab",
         ),
     ] {
-        let (rc, err, _) = supervise(args);
-        assert_eq!(rc, 2, "{args:?}: {err}");
-        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
+        let out = supervisor(args).output().expect("runs the binary");
+        common::assert_one_line_error(&out, 2, needle);
     }
-    for (socket, needle) in [
-        ("/etc/passwd", "not a socket"),
-        ("/nonexistent-wakelab-dir/s.sock", "cannot create"),
+    for (args, needle) in [
+        (
+            &["--supervise", "--socket", "/etc/passwd"][..],
+            "not a socket",
+        ),
+        (
+            &["--supervise", "--socket", "/nonexistent-wakelab-dir/s.sock"][..],
+            "cannot create",
+        ),
+        // Supervisor options mean nothing without --supervise.
+        (&["--restart-limit", "3"][..], "--supervise"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_scx_wakelab"))
-            .args(["--supervise", "--socket", socket])
+        let out = common::scx_wakelab("0")
+            .args(args)
             .output()
             .expect("runs the binary");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{socket}: {err}");
-        assert_eq!(err.trim_end().lines().count(), 1, "{socket}: {err}");
-        assert!(err.contains(needle), "{socket}: {err}");
+        common::assert_one_line_error(&out, 2, needle);
     }
-    // Supervisor options mean nothing without --supervise.
-    let out = Command::new(env!("CARGO_BIN_EXE_scx_wakelab"))
-        .args(["--restart-limit", "3"])
-        .output()
-        .expect("runs the binary");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("--supervise") && err.trim_end().lines().count() == 1,
-        "{err}"
-    );
 }
 
 /// --help promises a wait "doubling up to 30 s": a first wait above that is
@@ -159,11 +157,8 @@ fn spawn_supervisor(
     env: &[(&str, &str)],
 ) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_scx_wakelab"))
-        .args(["--supervise", "--socket", UNBINDABLE])
-        .args(extra)
+    let mut child = supervisor(extra)
         .envs(env.iter().copied())
-        .env("RUST_BACKTRACE", "0")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -216,7 +211,6 @@ fn an_inherited_supervisor_pid_does_not_disable_supervision() {
             &[("SCX_WAKELAB_SUPERVISOR_PID", bogus)],
         );
         let (rc, err) = finish(child, rx, Vec::new());
-        assert_eq!(rc, 1, "{bogus}: {err}");
         assert!(
             err.lines()
                 .next()
@@ -226,19 +220,11 @@ fn an_inherited_supervisor_pid_does_not_disable_supervision() {
         // Only the supervisor warns: each child trusts the pid it was given,
         // its actual parent, and runs the scheduler instead of supervising.
         assert_eq!(
-            err.matches("ignoring SCX_WAKELAB_SUPERVISOR_PID").count(),
+            lines_with(&err, "ignoring SCX_WAKELAB_SUPERVISOR_PID"),
             1,
             "{bogus}: {err}"
         );
-        assert_eq!(
-            err.matches("supervisor: scx_wakelab started").count(),
-            2,
-            "{bogus}: {err}"
-        );
-        assert!(
-            last_line(&err).starts_with("error: scx_wakelab failed 2 times in a row"),
-            "{bogus}: {err}"
-        );
+        assert_gave_up(rc, &err, 2);
     }
 }
 
@@ -249,10 +235,7 @@ fn sighup_does_not_stop_the_supervisor() {
     let (child, rx) = spawn_supervisor(&["--restart-limit", "3", "--restart-delay", "0.5"], &[]);
     let mut lines = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !lines
-        .iter()
-        .any(|l: &String| l.contains("supervisor: scx_wakelab started"))
-    {
+    while !lines.iter().any(|l: &String| l.contains(STARTED)) {
         let l = rx
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             .unwrap_or_else(|_| panic!("no start within 10 s: {lines:?}"));
@@ -263,18 +246,10 @@ fn sighup_does_not_stop_the_supervisor() {
         0
     );
     let (rc, err) = finish(child, rx, lines);
-    assert_eq!(rc, 1, "went on to give up, not stopped: {err}");
     assert!(!err.contains("stopped on request"), "{err}");
     assert!(err.contains("SIGHUP ignored"), "{err}");
-    assert_eq!(
-        err.matches("supervisor: scx_wakelab started").count(),
-        3,
-        "{err}"
-    );
-    assert!(
-        last_line(&err).starts_with("error: scx_wakelab failed 3 times in a row"),
-        "{err}"
-    );
+    // It went on to give up, not stopped.
+    assert_gave_up(rc, &err, 3);
 }
 
 /// State and parent pid of a process from /proc/PID/stat; None once it is
@@ -321,15 +296,7 @@ fn full_pipe() -> (OwnedFd, OwnedFd) {
 #[test]
 fn the_child_dies_with_a_killed_supervisor() {
     let (_read_end, write_end) = full_pipe();
-    let mut sup = Command::new(env!("CARGO_BIN_EXE_scx_wakelab"))
-        .args([
-            "--supervise",
-            "--socket",
-            UNBINDABLE,
-            "--restart-delay",
-            "0.1",
-        ])
-        .env("RUST_BACKTRACE", "0")
+    let mut sup = supervisor(&["--restart-delay", "0.1"])
         .stdout(Stdio::null())
         .stderr(Stdio::from(write_end))
         .spawn()

@@ -389,15 +389,7 @@ pub fn explain(r: &Resolved) -> ExplainReport {
                 waker_after: &w.waker,
                 d: &d,
             };
-            report.chain = d
-                .chain
-                .iter()
-                .map(|rule| ChainStep {
-                    rule: rule.name(),
-                    text: rule.text(),
-                    state: ctx.state_of(rule),
-                })
-                .collect();
+            report.chain = chain_steps(d.chain.iter(), |rule| ctx.state_of(rule));
             report.cpu = d.cpu;
             report.prev_cpu = Some(task.prev_cpu);
             report.migration = Some(r.topo.distance(task.prev_cpu, d.cpu));
@@ -419,19 +411,26 @@ pub fn explain(r: &Resolved) -> ExplainReport {
                 candidates,
                 pulled: d.pulled,
             };
-            report.chain = d
-                .chain
-                .iter()
-                .map(|rule| ChainStep {
-                    rule: rule.name(),
-                    text: rule.text(),
-                    state: view.state_of(rule),
-                })
-                .collect();
+            report.chain = chain_steps(d.chain.iter(), |rule| view.state_of(rule));
             report.counters = nonzero(&d.counted);
         }
     }
     report
+}
+
+/// The rule chain as `explain` prints it: each rule with its text and, from
+/// `state_of`, the state it looked at.
+fn chain_steps(
+    rules: impl Iterator<Item = Rule>,
+    state_of: impl Fn(Rule) -> String,
+) -> Vec<ChainStep> {
+    rules
+        .map(|rule| ChainStep {
+            rule: rule.name(),
+            text: rule.text(),
+            state: state_of(rule),
+        })
+        .collect()
 }
 
 fn nonzero(c: &crate::policy::Counters) -> BTreeMap<&'static str, u64> {

@@ -855,6 +855,31 @@ fn serve(
     Ok(())
 }
 
+/// Client: connects to the `role` socket at `path`, where a scheduler
+/// `serves` ("answers", "serves statistics"), with `timeout` on every read
+/// and write. No socket there, or no right to it, is one line saying what to
+/// do.
+pub(super) fn connect(
+    path: &Path,
+    role: SocketRole,
+    serves: &str,
+    timeout: Duration,
+) -> Result<UnixStream> {
+    let s = UnixStream::connect(path).map_err(|e| {
+        let (p, what, option) = (path.display(), role.what, role.option);
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            anyhow!("permission denied on the {what} {p}: it is for root and the scheduler's user")
+        } else {
+            anyhow!(
+                "no running scx_wakelab {serves} on {p} ({e}); start one first, or pass {option}"
+            )
+        }
+    })?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    Ok(s)
+}
+
 /// Longest answer the client reads (a `stats` object is a few KiB).
 const MAX_ANSWER: u64 = 1 << 20;
 
@@ -862,21 +887,7 @@ const MAX_ANSWER: u64 = 1 << 20;
 /// to a `set` is returned for the caller to word; to anything else it is an
 /// error (e.g. permission denied).
 pub fn request(path: &Path, req: &str) -> Result<String> {
-    let mut s = UnixStream::connect(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::PermissionDenied {
-            anyhow!(
-                "permission denied on the control socket {}: it is for root and the scheduler's user",
-                path.display()
-            )
-        } else {
-            anyhow!(
-                "no running scx_wakelab answers on {} ({e}); start one first, or pass --socket",
-                path.display()
-            )
-        }
-    })?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    s.set_write_timeout(Some(Duration::from_secs(10)))?;
+    let mut s = connect(path, CONTROL, "answers", Duration::from_secs(10))?;
     writeln!(s, "{req}")?;
     let mut line = String::new();
     BufReader::new(Read::take(&s, MAX_ANSWER))
@@ -937,6 +948,19 @@ pub(super) mod tests {
     fn stop(server: (Arc<AtomicBool>, std::thread::JoinHandle<()>)) {
         server.0.store(true, Ordering::Relaxed);
         server.1.join().unwrap();
+    }
+
+    /// A root-only server on a fresh temp socket named after `tag`.
+    fn serve_root_only(tag: &str) -> (PathBuf, (Arc<AtomicBool>, std::thread::JoinHandle<()>)) {
+        let path = temp_socket(tag);
+        let server = start(&path, root_only());
+        (path, server)
+    }
+
+    /// The server at `path` still answers a `stats` request with its JSON.
+    fn assert_serves_stats(path: &Path) {
+        let stats = request(path, "stats").unwrap();
+        assert!(stats.starts_with('{'), "{stats}");
     }
 
     fn read_answer(s: &UnixStream) -> String {
@@ -1099,8 +1123,7 @@ pub(super) mod tests {
     /// after at most MAX_REQUEST + one read, and the next client is served.
     #[test]
     fn overlong_request_is_refused_and_server_keeps_serving() {
-        let path = temp_socket("long");
-        let server = start(&path, root_only());
+        let (path, server) = serve_root_only("long");
         let s = UnixStream::connect(&path).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut w = s.try_clone().unwrap();
@@ -1114,16 +1137,14 @@ pub(super) mod tests {
             format!("error request longer than {MAX_REQUEST} bytes")
         );
         assert!(writer.join().unwrap(), "the server stopped reading");
-        let stats = request(&path, "stats").unwrap();
-        assert!(stats.starts_with('{'), "{stats}");
+        assert_serves_stats(&path);
         stop(server);
     }
 
     /// A request of exactly MAX_REQUEST bytes is still read as a request.
     #[test]
     fn request_at_the_limit_is_read() {
-        let path = temp_socket("limit");
-        let server = start(&path, root_only());
+        let (path, server) = serve_root_only("limit");
         let e = request(&path, &"y".repeat(MAX_REQUEST))
             .unwrap_err()
             .to_string();
@@ -1136,8 +1157,7 @@ pub(super) mod tests {
     /// off and closed at the request deadline.
     #[test]
     fn slow_clients_do_not_block_others() {
-        let path = temp_socket("slow");
-        let server = start(&path, root_only());
+        let (path, server) = serve_root_only("slow");
         let timed_out = format!(
             "error no complete request line within {} s",
             REQUEST_DEADLINE.as_secs()
@@ -1156,8 +1176,7 @@ pub(super) mod tests {
         });
         std::thread::sleep(Duration::from_millis(100));
         let t = Instant::now();
-        let stats = request(&path, "stats").unwrap();
-        assert!(stats.starts_with('{'), "{stats}");
+        assert_serves_stats(&path);
         assert!(
             t.elapsed() < Duration::from_secs(1),
             "served in {:?}",
@@ -1175,8 +1194,7 @@ pub(super) mod tests {
 
     #[test]
     fn too_many_clients_get_busy() {
-        let path = temp_socket("busy");
-        let server = start(&path, root_only());
+        let (path, server) = serve_root_only("busy");
         let held: Vec<UnixStream> = (0..MAX_CLIENTS)
             .map(|_| UnixStream::connect(&path).unwrap())
             .collect();
@@ -1221,7 +1239,7 @@ pub(super) mod tests {
         check_socket(&path, &root_only()).unwrap();
         assert!(path.exists());
         let server = start(&path, root_only());
-        assert!(request(&path, "stats").unwrap().starts_with('{'));
+        assert_serves_stats(&path);
         stop(server);
     }
 
@@ -1405,8 +1423,7 @@ pub(super) mod tests {
             // covered by access_decision.
             return;
         }
-        let path = temp_socket("peer");
-        let server = start(&path, root_only());
+        let (path, server) = serve_root_only("peer");
         // The file's mode keeps them out...
         assert_eq!(ask_as_nobody(&path, b"stats\n"), "connect: EACCES");
         // ...and, were it loosened, the credential check does.
@@ -1416,7 +1433,7 @@ pub(super) mod tests {
             "error permission denied: uid 65534 may not use this scx_wakelab's control socket"
         );
         // Root is still served.
-        assert!(request(&path, "stats").unwrap().starts_with('{'));
+        assert_serves_stats(&path);
         stop(server);
 
         // A member of the allowed group is served.

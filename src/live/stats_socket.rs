@@ -319,21 +319,7 @@ pub struct StatsConn {
 
 impl StatsConn {
     pub fn connect(path: &Path) -> Result<StatsConn> {
-        let s = UnixStream::connect(path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::PermissionDenied {
-                anyhow!(
-                    "permission denied on the statistics socket {}: it is for root and the scheduler's user",
-                    path.display()
-                )
-            } else {
-                anyhow!(
-                    "no running scx_wakelab serves statistics on {} ({e}); start one first, or pass --stats-socket",
-                    path.display()
-                )
-            }
-        })?;
-        s.set_read_timeout(Some(CLIENT_TIMEOUT))?;
-        s.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+        let s = control::connect(path, STATS, "serves statistics", CLIENT_TIMEOUT)?;
         Ok(StatsConn {
             path: path.to_path_buf(),
             reader: BufReader::new(s),

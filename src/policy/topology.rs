@@ -537,6 +537,17 @@ pub enum Distance {
 mod tests {
     use super::*;
 
+    /// An online CPU of full capacity on `core`, `llc` and `node`.
+    fn desc(core: u32, llc: u32, node: u32) -> CpuDesc {
+        CpuDesc {
+            core,
+            llc,
+            node,
+            online: true,
+            capacity: 1024,
+        }
+    }
+
     #[test]
     fn shape_numbering_and_masks() {
         let t = Topology::from_shape(2, 2, 2, 2).unwrap();
@@ -580,15 +591,7 @@ mod tests {
     #[test]
     fn from_cpus_x86_numbering_and_hotplug() {
         // 4 cores x 2 threads, x86 style: siblings are c and c+4.
-        let descs: Vec<CpuDesc> = (0..8)
-            .map(|c| CpuDesc {
-                core: (c % 4) as u32,
-                llc: 0,
-                node: 0,
-                online: true,
-                capacity: 1024,
-            })
-            .collect();
+        let descs: Vec<CpuDesc> = (0..8).map(|c| desc(c % 4, 0, 0)).collect();
         let mut t = Topology::from_cpus(&descs).unwrap();
         assert_eq!(t.smt_mask(1).to_cpulist(), "1,5");
         t.set_online(5, false).unwrap();
@@ -628,42 +631,12 @@ mod tests {
 
     #[test]
     fn rejects_inconsistent_descriptions() {
-        let bad = [
-            CpuDesc {
-                core: 0,
-                llc: 0,
-                node: 0,
-                online: true,
-                capacity: 1024,
-            },
-            CpuDesc {
-                core: 0,
-                llc: 1,
-                node: 0,
-                online: true,
-                capacity: 1024,
-            },
-        ];
+        let bad = [desc(0, 0, 0), desc(0, 1, 0)];
         assert!(matches!(
             Topology::from_cpus(&bad),
             Err(TopologyError::CoreSplitAcrossCaches { .. })
         ));
-        let bad = [
-            CpuDesc {
-                core: 0,
-                llc: 0,
-                node: 0,
-                online: true,
-                capacity: 1024,
-            },
-            CpuDesc {
-                core: 1,
-                llc: 0,
-                node: 1,
-                online: true,
-                capacity: 1024,
-            },
-        ];
+        let bad = [desc(0, 0, 0), desc(1, 0, 1)];
         assert!(matches!(
             Topology::from_cpus(&bad),
             Err(TopologyError::LlcSplitAcrossNodes { .. })
@@ -677,11 +650,8 @@ mod tests {
             Err(TopologyError::TooManyCpus(2048))
         ));
         let off = [CpuDesc {
-            core: 0,
-            llc: 0,
-            node: 0,
             online: false,
-            capacity: 1024,
+            ..desc(0, 0, 0)
         }];
         assert_eq!(
             Topology::from_cpus(&off).unwrap_err(),

@@ -957,6 +957,15 @@ impl World {
         self.schedule(end, Ev::RunEnd { cpu: c, epoch });
     }
 
+    /// `t`, running on `c`, goes to the tail of `c`'s queue and `c` picks the next task.
+    fn round_robin(&mut self, c: usize, t: usize) {
+        self.touch(c);
+        self.cpus[c].curr = None;
+        self.tasks[t].run = Run::Queued;
+        self.cpus[c].queue.push_back(t);
+        self.pick_next(c);
+    }
+
     fn run_end(&mut self, c: usize, epoch: u64) {
         if self.cpus[c].epoch != epoch {
             return;
@@ -973,11 +982,7 @@ impl World {
         if self.tasks[t].remaining > 0 {
             // The slice ran out: round-robin if anyone waits, else a fresh slice.
             if !self.cpus[c].queue.is_empty() {
-                self.touch(c);
-                self.cpus[c].curr = None;
-                self.tasks[t].run = Run::Queued;
-                self.cpus[c].queue.push_back(t);
-                self.pick_next(c);
+                self.round_robin(c, t);
             } else {
                 self.cpus[c].slice_end = self.now + self.model.slice_ns;
                 self.schedule_segment(c);
@@ -987,11 +992,7 @@ impl World {
         match self.burst_done(t) {
             After::Continue => {
                 if self.now >= self.cpus[c].slice_end && !self.cpus[c].queue.is_empty() {
-                    self.touch(c);
-                    self.cpus[c].curr = None;
-                    self.tasks[t].run = Run::Queued;
-                    self.cpus[c].queue.push_back(t);
-                    self.pick_next(c);
+                    self.round_robin(c, t);
                 } else {
                     if self.now >= self.cpus[c].slice_end {
                         self.cpus[c].slice_end = self.now + self.model.slice_ns;

@@ -103,6 +103,50 @@ load_finished() {
     expect_eq "$1_every_task_finished" "$n $(stress_ok "/tmp/$2.stress" && echo ok)" "16 ok"
 }
 
+# load_start ID SECS STRESSORS...: the load load_finished checks: stress-ng
+# for SECS with STRESSORS as $STRESS (its output in /tmp/ID.stress), and 16
+# fork-loop jobs of 40 rounds as ID.
+load_start() {
+    ls_id=$1; ls_secs=$2; shift 2
+    stress-ng -t "$ls_secs" "$@" --metrics-brief >"/tmp/$ls_id.stress" 2>&1 &
+    STRESS=$!
+    jobs_start "$ls_id" 16 40
+}
+
+# expect_state NAME STATE SECS: sched_ext reaches STATE within SECS seconds.
+expect_state() {
+    if wait_state "$2" "$3"; then pass "$1"; else fail "$1" "state $(sched_state)"; fi
+}
+
+# expect_gt NAME VALUE LIMIT DETAIL: VALUE is above LIMIT (either empty: 0);
+# DETAIL says what was seen when it is not.
+expect_gt() {
+    if [ "${2:-0}" -gt "${3:-0}" ]; then pass "$1"; else fail "$1" "$4"; fi
+}
+
+# stop_sched NAME LINES: SIGINT to $SCHED, which exits 0 (check NAME); the
+# last LINES kernel lines as evidence; then wait for sched_ext to disable.
+stop_sched() {
+    kill -INT $SCHED; wait $SCHED
+    expect_eq "$1" "$?" 0
+    kernel_evidence "$2"
+    wait_state disabled 10 >/dev/null
+}
+
+# last_topology_is LOG N: the scheduler's latest topology line is N CPUs.
+last_topology_is() { grep 'topology: ' "$1" | tail -n 1 | grep -q "topology: $2 CPUs online"; }
+
+# restarted NAME LOG KEY CONDITION...: after a hotplug, CONDITION holds and
+# the restarted scheduler (log in LOG) is enabled within 30 s; its restart
+# request and new topology are evidence KEY.
+restarted() {
+    rs_name=$1; rs_log=$2; rs_key=$3; shift 3
+    if "$@" && wait_state enabled 30; then
+        pass "$rs_name"
+    else fail "$rs_name" "state $(sched_state); $(grep -E 'loaded:|restart|EXIT' "$rs_log" | tail -n 3 | tr '\n' ' ')"; fi
+    evid "$rs_key" "$(grep -E 'asked for a restart|topology:' "$rs_log" | sed 's/^.*topology/topology/;s/^.*the kernel/the kernel/' | tail -n 2 | tr '\n' ';')"
+}
+
 expect_eq state_disabled_before_tests "$(sched_state)" disabled
 echo "EVID env: kernel $(uname -r), $NCPU CPUs, clock ${WAKELAB_CLOCK:-?}"
 
@@ -149,7 +193,7 @@ RING_LIMIT=16
 case_ storm "thread/fork storm for 45 s: stress-ng --pthread $NCPU --pthread-max 1024 --fork $NCPU --clone $NCPU, 16 fork-loop jobs; under \`timeout --preserve-status 80 scx_wakelab --debug-ring-limit $RING_LIMIT\`"
 $T --foreground --preserve-status 80 scx_wakelab --debug-ring-limit $RING_LIMIT --stats 10 >/tmp/storm.sched 2>&1 &
 SCHED=$!
-if wait_state enabled 30; then pass storm_scheduler_enabled; else fail storm_scheduler_enabled "state $(sched_state)"; fi
+expect_state storm_scheduler_enabled enabled 30
 stress-ng -t 45 --pthread "$NCPU" --pthread-max 1024 --fork "$NCPU" --fork-max 256 --clone "$NCPU" \
     --clone-max 256 --metrics-brief >/tmp/storm.stress 2>&1 &
 STRESS=$!
@@ -178,7 +222,7 @@ AD=$(exit_counter nr_agent_dispatches /tmp/storm.sched)
 SF=$(exit_counter nr_agent_stall_fallbacks /tmp/storm.sched)
 SR=$(exit_counter nr_stall_rescues /tmp/storm.sched)
 evid counters "nr_ring_full_fallbacks $RF, nr_agent_stall_fallbacks $SF, nr_stall_rescues $SR, nr_agent_dispatches $AD"
-if [ "${RF:-0}" -gt 0 ]; then pass storm_ring_overflowed_into_fallback; else fail storm_ring_overflowed_into_fallback "nr_ring_full_fallbacks ${RF:-none}"; fi
+expect_gt storm_ring_overflowed_into_fallback "$RF" 0 "nr_ring_full_fallbacks ${RF:-none}"
 no_kernel_errors storm_no_stall_in_kernel_log
 kernel_evidence 4
 wait_state disabled 10 >/dev/null
@@ -188,11 +232,9 @@ case_ sigkill "SIGKILL to the agent 5 s into a load, under \`scx_wakelab --super
 rm -f /tmp/kill.jsonl /tmp/kill.jsonl.2
 scx_wakelab --supervise --restart-delay 3 --trace /tmp/kill.jsonl >/tmp/kill.sched 2>&1 &
 SUP=$!
-if wait_state enabled 30; then pass sigkill_scheduler_enabled; else fail sigkill_scheduler_enabled "state $(sched_state)"; fi
+expect_state sigkill_scheduler_enabled enabled 30
 CHILD=$(child_pid /tmp/kill.sched)
-stress-ng -t 20 -c "$NCPU" -f "$NCPU" --metrics-brief >/tmp/kill.stress 2>&1 &
-STRESS=$!
-jobs_start kill 16 40
+load_start kill 20 -c "$NCPU" -f "$NCPU"
 # A CPU hog whose class /proc/PID/sched shows (ext.enabled 1: ours, 0: fair).
 ( while :; do :; done ) &
 HOG=$!
@@ -201,10 +243,10 @@ sleep 5
 BEFORE=$(ext_of $HOG)
 kill -9 "$CHILD"
 # The restart waits 3 s: the fair class has the tasks meanwhile.
-if wait_state disabled 10; then pass sigkill_state_goes_disabled; else fail sigkill_state_goes_disabled "state $(sched_state)"; fi
+expect_state sigkill_state_goes_disabled disabled 10
 FAIR=$(ext_of $HOG)
 expect_eq sigkill_tasks_back_on_fair_class "$BEFORE -> $FAIR" "1 -> 0"
-if wait_state enabled 40; then pass sigkill_supervisor_brings_it_back; else fail sigkill_supervisor_brings_it_back "state $(sched_state)"; fi
+expect_state sigkill_supervisor_brings_it_back enabled 40
 AGAIN=$(ext_of $HOG)
 evid sched_class "a CPU hog's ext.enabled: $BEFORE before the kill, $FAIR after it, $AGAIN after the restart"
 expect_eq sigkill_tasks_back_on_ours_after_restart "$AGAIN" 1
@@ -217,7 +259,7 @@ load_finished sigkill kill
 # Ask for a decision from the restarted agent before stopping it.
 D=$(counter nr_agent_dispatches)
 evid counters "restarted agent: nr_agent_dispatches $D"
-if [ "${D:-0}" -gt 0 ]; then pass sigkill_restarted_agent_places_tasks; else fail sigkill_restarted_agent_places_tasks "nr_agent_dispatches ${D:-none}"; fi
+expect_gt sigkill_restarted_agent_places_tasks "$D" 0 "nr_agent_dispatches ${D:-none}"
 # The restart traces to a file of its own; the killed run's trace stays.
 evid traces "$(wc -l /tmp/kill.jsonl /tmp/kill.jsonl.2 2>&1 | grep -v total | tr '\n' ';')"
 if [ -s /tmp/kill.jsonl ] && [ -s /tmp/kill.jsonl.2 ]; then pass sigkill_restart_traces_beside_the_first
@@ -236,11 +278,9 @@ kernel_evidence 6
 case_ sigstop "SIGSTOP to the agent for 8 s (watchdog timeout 5 s) under a load, supervised; then SIGCONT"
 scx_wakelab --supervise --restart-delay 1 --exit-dump-len 32768 >/tmp/stop.sched 2>&1 &
 SUP=$!
-if wait_state enabled 30; then pass sigstop_scheduler_enabled; else fail sigstop_scheduler_enabled "state $(sched_state)"; fi
+expect_state sigstop_scheduler_enabled enabled 30
 CHILD=$(child_pid /tmp/stop.sched)
-stress-ng -t 25 -c "$NCPU" -f "$NCPU" --metrics-brief >/tmp/stop.stress 2>&1 &
-STRESS=$!
-jobs_start stop 16 40
+load_start stop 25 -c "$NCPU" -f "$NCPU"
 sleep 3
 SF0=$(counter nr_agent_stall_fallbacks); AD0=$(counter nr_agent_dispatches); SR0=$(counter nr_stall_rescues)
 STOP_AT=$(cut -d' ' -f1 /proc/uptime)
@@ -260,8 +300,8 @@ SF1=$(counter nr_agent_stall_fallbacks); AD1=$(counter nr_agent_dispatches); SR1
 sleep 3
 AD2=$(counter nr_agent_dispatches)
 evid counters "nr_agent_stall_fallbacks $SF0 -> $SF1; nr_stall_rescues (tasks already waiting for the stopped agent) $SR0 -> $SR1; nr_agent_dispatches $AD0 -> $AD1 -> $AD2 (3 s after SIGCONT, 6 s after)"
-if [ "${SF1:-0}" -gt "${SF0:-0}" ]; then pass sigstop_stall_fallback_counted; else fail sigstop_stall_fallback_counted "$SF0 -> $SF1"; fi
-if [ "${AD2:-0}" -gt "${AD1:-0}" ]; then pass sigstop_agent_places_again_after_sigcont; else fail sigstop_agent_places_again_after_sigcont "$AD1 -> $AD2"; fi
+expect_gt sigstop_stall_fallback_counted "$SF1" "$SF0" "$SF0 -> $SF1"
+expect_gt sigstop_agent_places_again_after_sigcont "$AD2" "$AD1" "$AD1 -> $AD2"
 expect_eq sigstop_same_instance "$(child_pid /tmp/stop.sched)" "$CHILD"
 grep -q 'stopped responding' /tmp/stop.sched && evid supervisor "$(grep -m1 'stopped responding' /tmp/stop.sched)"
 load_finished sigstop stop
@@ -282,10 +322,8 @@ wait_state disabled 10 >/dev/null
 case_ half_applied_stop "fast lane: SIGSTOP of the agent with a batch half carried out (\`--debug-half-apply stop\`) under a load, 8 s; then SIGCONT"
 scx_wakelab --debug-half-apply stop >/tmp/half.sched 2>&1 &
 SCHED=$!
-if wait_state enabled 30; then pass half_stop_scheduler_enabled; else fail half_stop_scheduler_enabled "state $(sched_state)"; fi
-stress-ng -t 20 -c "$NCPU" -f "$NCPU" --metrics-brief >/tmp/half.stress 2>&1 &
-STRESS=$!
-jobs_start half 16 40
+expect_state half_stop_scheduler_enabled enabled 30
+load_start half 20 -c "$NCPU" -f "$NCPU"
 # The agent stops itself once it has run 2 s and has a batch of two or more.
 i=0; while [ "$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' /proc/$SCHED/status 2>/dev/null)" != T ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
 STOPPED=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' /proc/$SCHED/status 2>/dev/null)
@@ -297,46 +335,36 @@ expect_eq half_stop_never_ejected "$SEEN" " enabled"
 sleep 3
 LATE=$(counter nr_applied_late); RESC=$(counter nr_stall_rescues); FB=$(counter nr_agent_stall_fallbacks)
 evid counters "decisions carried out by the heartbeat without the agent (nr_applied_late) $LATE; parked tasks rescued $RESC; tasks sent past the stopped agent $FB"
-if [ "${LATE:-0}" -gt 0 ]; then pass half_stop_recorded_half_carried_out; else fail half_stop_recorded_half_carried_out "nr_applied_late ${LATE:-none}"; fi
-if [ "${FB:-0}" -gt 0 ]; then pass half_stop_load_bypassed_the_stopped_agent; else fail half_stop_load_bypassed_the_stopped_agent "nr_agent_stall_fallbacks ${FB:-none}"; fi
+expect_gt half_stop_recorded_half_carried_out "$LATE" 0 "nr_applied_late ${LATE:-none}"
+expect_gt half_stop_load_bypassed_the_stopped_agent "$FB" 0 "nr_agent_stall_fallbacks ${FB:-none}"
 load_finished half_stop half
 no_kernel_errors half_stop_no_stall_in_kernel_log
-kill -INT $SCHED; wait $SCHED
-expect_eq half_stop_scheduler_exit_0 "$?" 0
-kernel_evidence 4
-wait_state disabled 10 >/dev/null
+stop_sched half_stop_scheduler_exit_0 4
 
 case_ half_applied_kill "fast lane: SIGKILL of the agent with a batch half carried out (\`--debug-half-apply kill\`) under a load; then a new instance"
 scx_wakelab --debug-half-apply kill >/tmp/halfk.sched 2>&1 &
 SCHED=$!
-if wait_state enabled 30; then pass half_kill_scheduler_enabled; else fail half_kill_scheduler_enabled "state $(sched_state)"; fi
-stress-ng -t 20 -c "$NCPU" -f "$NCPU" --metrics-brief >/tmp/halfk.stress 2>&1 &
-STRESS=$!
-jobs_start halfk 16 40
+expect_state half_kill_scheduler_enabled enabled 30
+load_start halfk 20 -c "$NCPU" -f "$NCPU"
 wait $SCHED
 RC=$?
 expect_eq half_kill_agent_killed_itself "$RC" 137
 # Its death hands every task back to the fair class, parked ones included.
-if wait_state disabled 10; then pass half_kill_state_goes_disabled; else fail half_kill_state_goes_disabled "state $(sched_state)"; fi
+expect_state half_kill_state_goes_disabled disabled 10
 scx_wakelab >/tmp/halfk2.sched 2>&1 &
 SCHED=$!
-if wait_state enabled 30; then pass half_kill_new_instance_loads; else fail half_kill_new_instance_loads "state $(sched_state)"; fi
+expect_state half_kill_new_instance_loads enabled 30
 load_finished half_kill halfk
 no_kernel_errors half_kill_no_stall_in_kernel_log
-kill -INT $SCHED; wait $SCHED
-expect_eq half_kill_new_instance_exit_0 "$?" 0
-kernel_evidence 4
-wait_state disabled 10 >/dev/null
+stop_sched half_kill_new_instance_exit_0 4
 
 # --- 4c. A CPU goes offline while tasks are parked -----------------------------
 HOT=3
 case_ parked_hotplug "CPU $HOT offline while the agent is stopped (SIGSTOP) and woken tasks wait parked for it, under a load; then SIGCONT and CPU $HOT online"
 scx_wakelab >/tmp/ph.sched 2>&1 &
 SCHED=$!
-if wait_state enabled 30; then pass parked_hotplug_scheduler_enabled; else fail parked_hotplug_scheduler_enabled "state $(sched_state)"; fi
-stress-ng -t 20 -c "$NCPU" -f "$NCPU" --metrics-brief >/tmp/ph.stress 2>&1 &
-STRESS=$!
-jobs_start ph 16 40
+expect_state parked_hotplug_scheduler_enabled enabled 30
+load_start ph 20 -c "$NCPU" -f "$NCPU"
 sleep 2
 kill -STOP $SCHED
 # Within the stall threshold (1 s): woken tasks are still parked.
@@ -344,46 +372,35 @@ sleep 0.3
 echo 0 >/sys/devices/system/cpu/cpu$HOT/online
 sleep 1
 kill -CONT $SCHED
-if wait_file_line /tmp/ph.sched "topology: $((NCPU - 1)) CPUs online" 60 && wait_state enabled 30; then
-    pass parked_hotplug_restarts_with_fewer_cpus
-else fail parked_hotplug_restarts_with_fewer_cpus "state $(sched_state); $(grep -E 'loaded:|restart|EXIT' /tmp/ph.sched | tail -n 3 | tr '\n' ' ')"; fi
-evid restart "$(grep -E 'asked for a restart|topology:' /tmp/ph.sched | sed 's/^.*topology/topology/;s/^.*the kernel/the kernel/' | tail -n 2 | tr '\n' ';')"
+restarted parked_hotplug_restarts_with_fewer_cpus /tmp/ph.sched restart \
+    wait_file_line /tmp/ph.sched "topology: $((NCPU - 1)) CPUs online" 60
 echo 1 >/sys/devices/system/cpu/cpu$HOT/online
 load_finished parked_hotplug ph
 i=0; while [ "$(grep -c 'topology: ' /tmp/ph.sched)" -lt 3 ] && [ $i -lt 60 ]; do sleep 1; i=$((i + 1)); done
 expect_eq parked_hotplug_same_process "$(kill -0 $SCHED 2>/dev/null && echo alive)" alive
 no_kernel_errors parked_hotplug_no_stall_in_kernel_log
-kill -INT $SCHED; wait $SCHED
-expect_eq parked_hotplug_scheduler_exit_0 "$?" 0
-kernel_evidence 6
-wait_state disabled 10 >/dev/null
+stop_sched parked_hotplug_scheduler_exit_0 6
 
 # --- 5. CPU offline and online ------------------------------------------------
 HOT=3
 case_ hotplug "CPU $HOT offline, then online, under a load; plus runtime \`set\` with an unknown flag and value"
 $T --foreground --preserve-status 400 scx_wakelab >/tmp/hot.sched 2>&1 &
 SCHED=$!
-if wait_state enabled 30; then pass hotplug_scheduler_enabled; else fail hotplug_scheduler_enabled "state $(sched_state)"; fi
+expect_state hotplug_scheduler_enabled enabled 30
 one_line_error runtime_set_unknown_key 2 scx_wakelab set no_such_flag=1
 one_line_error runtime_set_bad_value 2 scx_wakelab set recent_used=sideways
 one_line_error runtime_set_malformed 2 scx_wakelab set wa_idle
 expect_eq runtime_bad_set_leaves_scheduler_running "$(sched_state)" enabled
-stress-ng -t 25 -c "$NCPU" -f "$NCPU" --metrics-brief >/tmp/hot.stress 2>&1 &
-STRESS=$!
-jobs_start hot 16 40
+load_start hot 25 -c "$NCPU" -f "$NCPU"
 sleep 3
 echo 0 >/sys/devices/system/cpu/cpu$HOT/online
-if wait_file_line /tmp/hot.sched "topology: $((NCPU - 1)) CPUs online" 90 && wait_state enabled 30; then
-    pass hotplug_offline_restarts_with_fewer_cpus
-else fail hotplug_offline_restarts_with_fewer_cpus "state $(sched_state); $(grep -E 'loaded:|restart|EXIT' /tmp/hot.sched | tail -n 3 | tr '\n' ' ')"; fi
-evid after_offline "$(grep -E 'asked for a restart|topology:' /tmp/hot.sched | sed 's/^.*topology/topology/;s/^.*the kernel/the kernel/' | tail -n 2 | tr '\n' ';')"
+restarted hotplug_offline_restarts_with_fewer_cpus /tmp/hot.sched after_offline \
+    wait_file_line /tmp/hot.sched "topology: $((NCPU - 1)) CPUs online" 90
 sleep 3
 echo 1 >/sys/devices/system/cpu/cpu$HOT/online
 i=0; while [ "$(grep -c 'topology: ' /tmp/hot.sched)" -lt 3 ] && [ $i -lt 90 ]; do sleep 1; i=$((i + 1)); done
-if grep 'topology: ' /tmp/hot.sched | tail -n 1 | grep -q "topology: $NCPU CPUs online" && wait_state enabled 30; then
-    pass hotplug_online_restarts_with_all_cpus
-else fail hotplug_online_restarts_with_all_cpus "state $(sched_state); $(grep -E 'loaded:|restart|EXIT' /tmp/hot.sched | tail -n 3 | tr '\n' ' ')"; fi
-evid after_online "$(grep -E 'asked for a restart|topology:' /tmp/hot.sched | sed 's/^.*topology/topology/;s/^.*the kernel/the kernel/' | tail -n 2 | tr '\n' ';')"
+restarted hotplug_online_restarts_with_all_cpus /tmp/hot.sched after_online \
+    last_topology_is /tmp/hot.sched "$NCPU"
 expect_eq hotplug_same_process "$(kill -0 $SCHED 2>/dev/null && echo alive)" alive
 load_finished hotplug hot
 kill -TERM $SCHED 2>/dev/null
@@ -403,7 +420,7 @@ if command -v scx_rlfifo >/dev/null; then OTHER=scx_rlfifo; else OTHER="scx_wake
 case_ other_scheduler "$OTHER loaded first; then scx_wakelab, and scx_wakelab --supervise --restart-limit 2"
 $OTHER >/tmp/other.log 2>&1 &
 OTHERPID=$!
-if wait_state enabled 30; then pass other_scheduler_enabled; else fail other_scheduler_enabled "state $(sched_state)"; fi
+expect_state other_scheduler_enabled enabled 30
 OPS=$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)
 evid loaded "root/ops: $OPS"
 one_line_error other_scheduler_refused_clearly 1 scx_wakelab
@@ -418,7 +435,7 @@ else fail other_scheduler_supervisor_gives_up "exit $RC: $(tail -n 2 /tmp/other.
 expect_eq other_scheduler_undisturbed "$(sched_state) $(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)" "enabled $OPS"
 kill -INT $OTHERPID
 wait $OTHERPID
-if wait_state disabled 20; then pass other_scheduler_unloads; else fail other_scheduler_unloads "state $(sched_state)"; fi
+expect_state other_scheduler_unloads disabled 20
 kernel_evidence 4
 
 # --- 7. Hostile local users and control-socket clients (issue 14) -------------
@@ -431,7 +448,7 @@ kernel_evidence 4
 case_ hostile_clients "nobody runs stats, set and a flood; root runs, 8 times (up to 16 while too noisy to judge), a 100 MB flood and 3 one-byte-per-4-s clients beside cyclictest -t 4 -i 4000; a 100 MB flood at the statistics socket"
 $T --foreground --preserve-status 600 scx_wakelab >/tmp/host.sched 2>&1 &
 SCHED=$!
-if wait_state enabled 30; then pass hostile_scheduler_enabled; else fail hostile_scheduler_enabled "state $(sched_state)"; fi
+expect_state hostile_scheduler_enabled enabled 30
 i=0; until scx_wakelab stats --json >/dev/null 2>&1 || [ $i -ge 100 ]; do sleep 0.2; i=$((i + 1)); done
 evid socket "$(ls -l /run/scx_wakelab.sock | awk '{print $1, $3, $4}')"
 evid stats_socket "$(ls -l /var/run/scx/root/stats | awk '{print $1, $3, $4}')"
@@ -598,7 +615,7 @@ no_kernel_errors hostile_no_stall_in_kernel_log
 case_ task_table_storm "scx_wakelab --task-table-size 64; twice 16 fork-loop jobs of 40 rounds (1280 processes) beside stress-ng fork"
 $T --foreground --preserve-status 300 scx_wakelab --task-table-size 64 >/tmp/tt.sched 2>&1 &
 SCHED=$!
-if wait_state enabled 30; then pass storm_scheduler_enabled; else fail storm_scheduler_enabled "state $(sched_state)"; fi
+expect_state storm_scheduler_enabled enabled 30
 i=0; until scx_wakelab stats --json >/dev/null 2>&1 || [ $i -ge 100 ]; do sleep 0.2; i=$((i + 1)); done
 AGENT=
 for d in /proc/[0-9]*; do
@@ -607,16 +624,13 @@ done
 vm() { sed -n "s/^$1:[[:space:]]*\([0-9]*\) kB/\1/p" "/proc/$AGENT/status"; }
 evid start "agent pid $AGENT: VmRSS $(vm VmRSS) kB, VmHWM $(vm VmHWM) kB"
 for round in 1 2; do
-    stress-ng -t 15 -f "$NCPU" --metrics-brief >/tmp/tt$round.stress 2>&1 &
-    STRESS=$!
-    jobs_start tt$round 16 40
+    load_start "tt$round" 15 -f "$NCPU"
     load_finished storm_round$round tt$round
     eval "HWM$round=$(vm VmHWM)"
     evid "round$round" "VmRSS $(vm VmRSS) kB, VmHWM $(vm VmHWM) kB, task_evictions $(counter task_evictions), nr_decisions $(counter nr_decisions)"
 done
 EV=$(counter task_evictions)
-if [ "${EV:-0}" -gt 1000 ]; then pass storm_table_evicts
-else fail storm_table_evicts "task_evictions ${EV:-none}"; fi
+expect_gt storm_table_evicts "$EV" 1000 "task_evictions ${EV:-none}"
 if [ -n "$HWM1" ] && [ "$HWM2" -le $((HWM1 + 1024)) ]; then pass storm_agent_memory_bounded
 else fail storm_agent_memory_bounded "VmHWM after round 1 ${HWM1:-?} kB, after round 2 ${HWM2:-?} kB"; fi
 expect_eq storm_scheduler_still_enabled "$(sched_state)" enabled

@@ -196,6 +196,14 @@ META_RE = re.compile(r"LAB-META (\S+) ?(.*)$")
 BAD_STATUS = ("load_failed", "crashed")
 
 
+def _json_into(kept, key, text):
+    """kept[key] = the JSON in text; a line cut short (unparsable) is dropped."""
+    try:
+        kept[key] = json.loads(text)
+    except ValueError:
+        pass
+
+
 class Raw:
     """Everything the guest printed, parsed. feed() takes serial lines (noise is skipped)."""
 
@@ -268,27 +276,15 @@ class Raw:
         if m:
             self.lines.append(line)
             rep, s, w, p, js = m.groups()
-            try:
-                self.wl_hops[(s, int(rep), w, "" if p == "-" else p)] = json.loads(js)
-            except ValueError:
-                pass
+            _json_into(self.wl_hops, (s, int(rep), w, "" if p == "-" else p), js)
             return
-        m = HOP_RE.match(line)
-        if m:
-            self.lines.append(line)
-            try:
-                self.hops[(m.group(2), int(m.group(1)))] = json.loads(m.group(3))
-            except ValueError:
-                pass
-            return
-        m = HIST_RE.match(line)
-        if m:
-            self.lines.append(line)
-            try:
-                self.hist[(m.group(2), int(m.group(1)))] = json.loads(m.group(3))
-            except ValueError:
-                pass
-            return
+        # LABHOP and LABHIST: "r=REP s=SETTING JSON", kept by (setting, rep).
+        for regex, kept in ((HOP_RE, self.hops), (HIST_RE, self.hist)):
+            m = regex.match(line)
+            if m:
+                self.lines.append(line)
+                _json_into(kept, (m.group(2), int(m.group(1))), m.group(3))
+                return
         m = LOG_RE.match(line)
         if m:
             self.lines.append(line)
