@@ -9,5 +9,6 @@
 pub mod cli;
 pub mod exit;
 pub mod explain;
+pub mod oracle;
 pub mod policy;
 pub mod sim;

@@ -216,6 +216,7 @@ enum Command {
     // (the scenario format, the workloads' --param keys, the input limits) with one line.
     Explain(scx_wakelab::explain::ExplainArgs),
     Sim(scx_wakelab::sim::SimArgs),
+    Oracle(scx_wakelab::oracle::OracleArgs),
 }
 
 fn parse_agent_cpu(s: &str) -> Result<live::agent::AgentCpu, String> {
@@ -348,6 +349,21 @@ fn main() -> ExitCode {
             Command::Sim(a) => {
                 offline::hand_over();
                 exit::exit_with(scx_wakelab::sim::run(a), exit::BAD_INPUT)
+            }
+            Command::Oracle(scx_wakelab::oracle::OracleArgs {
+                command:
+                    scx_wakelab::oracle::OracleCommand::Record {
+                        out,
+                        seconds,
+                        overwrite,
+                    },
+            }) => exit::exit_with(
+                live::oracle::record(&out, seconds, overwrite),
+                exit::RUNTIME,
+            ),
+            Command::Oracle(a) => {
+                offline::hand_over();
+                exit::exit_with(scx_wakelab::oracle::run(a), exit::BAD_INPUT)
             }
         };
     }

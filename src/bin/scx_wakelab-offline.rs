@@ -20,6 +20,7 @@ enum Command {
     // As in scx_wakelab: no doc comments, which would replace the long help.
     Explain(scx_wakelab::explain::ExplainArgs),
     Sim(scx_wakelab::sim::SimArgs),
+    Oracle(scx_wakelab::oracle::OracleArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -32,5 +33,6 @@ fn main() -> std::process::ExitCode {
     match cli.command {
         Command::Explain(a) => exit::exit_with(scx_wakelab::explain::run(a), exit::BAD_INPUT),
         Command::Sim(a) => exit::exit_with(scx_wakelab::sim::run(a), exit::BAD_INPUT),
+        Command::Oracle(a) => exit::exit_with(scx_wakelab::oracle::run(a), exit::BAD_INPUT),
     }
 }

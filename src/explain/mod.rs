@@ -1067,12 +1067,11 @@ fn next_line<R: BufRead>(r: &mut R, buf: &mut Vec<u8>) -> std::io::Result<Option
 /// counted in `skipped_at_end`, and the records before it replay.  A trace with no
 /// complete record is an error, as is a malformed line anywhere else.
 pub fn replay_trace_reader<R: BufRead>(
-    mut r: R,
+    r: R,
     name: &str,
     base_dir: &Path,
     cli: &PolicyOverride,
 ) -> anyhow::Result<ReplaySummary> {
-    let bad = |msg: String| -> anyhow::Error { exit::BadInput(msg).into() };
     let mut s = ReplaySummary {
         trace: name.to_string(),
         records: 0,
@@ -1082,6 +1081,43 @@ pub fn replay_trace_reader<R: BufRead>(
         mismatches: Vec::new(),
         overridden_by_cli: !cli.is_empty(),
     };
+    s.skipped_at_end = for_each_replayed(r, name, base_dir, cli, |lineno, rec, report| {
+        let replayed_chain: Vec<String> = report.chain.iter().map(|c| c.rule.to_string()).collect();
+        let same = report.cpu == rec.recorded_cpu
+            && (rec.recorded_chain.is_empty() || rec.recorded_chain == replayed_chain);
+        s.records += 1;
+        if same {
+            s.matched += 1;
+        } else {
+            s.mismatched += 1;
+            if s.mismatches.len() < 50 {
+                s.mismatches.push(Mismatch {
+                    line: lineno,
+                    seq: rec.seq,
+                    recorded_cpu: rec.recorded_cpu,
+                    replayed_cpu: report.cpu,
+                    recorded_chain: rec.recorded_chain.clone(),
+                    replayed_chain,
+                });
+            }
+        }
+    })?;
+    Ok(s)
+}
+
+/// Replays every record of a JSON-lines trace through the engine and hands each, with the
+/// engine's report, to `each(line, record, report)`.  Returns how many records were cut
+/// short at the end (0 or 1).  Errors as [`replay_trace_reader`].
+pub fn for_each_replayed<R: BufRead>(
+    mut r: R,
+    name: &str,
+    base_dir: &Path,
+    cli: &PolicyOverride,
+    mut each: impl FnMut(usize, &TraceRecord, &ExplainReport),
+) -> anyhow::Result<usize> {
+    let bad = |msg: String| -> anyhow::Error { exit::BadInput(msg).into() };
+    let mut records = 0usize;
+    let mut skipped_at_end = 0usize;
     // Records of one run share their topology; build it once per distinct description.
     let mut last_topo: Option<(TopologyInput, Topology)> = None;
     let mut buf = Vec::new();
@@ -1118,7 +1154,7 @@ pub fn replay_trace_reader<R: BufRead>(
             Err(e) => {
                 // Only the very last line may be cut short.
                 if !complete {
-                    s.skipped_at_end = 1;
+                    skipped_at_end = 1;
                     break;
                 }
                 return Err(bad(format!("{name}:{lineno}: {e}")));
@@ -1153,37 +1189,20 @@ pub fn replay_trace_reader<R: BufRead>(
             )));
         }
         let report = explain(&resolved);
-        let replayed_chain: Vec<String> = report.chain.iter().map(|c| c.rule.to_string()).collect();
-        let same = report.cpu == rec.recorded_cpu
-            && (rec.recorded_chain.is_empty() || rec.recorded_chain == replayed_chain);
-        s.records += 1;
-        if same {
-            s.matched += 1;
-        } else {
-            s.mismatched += 1;
-            if s.mismatches.len() < 50 {
-                s.mismatches.push(Mismatch {
-                    line: lineno,
-                    seq: rec.seq,
-                    recorded_cpu: rec.recorded_cpu,
-                    replayed_cpu: report.cpu,
-                    recorded_chain: rec.recorded_chain.clone(),
-                    replayed_chain,
-                });
-            }
-        }
+        records += 1;
+        each(lineno, &rec, &report);
     }
-    if s.records == 0 {
+    if records == 0 {
         return Err(bad(format!(
             "{name}: no complete record to replay (an empty trace{})",
-            if s.skipped_at_end > 0 {
+            if skipped_at_end > 0 {
                 ", or one whose only line is incomplete"
             } else {
                 ""
             }
         )));
     }
-    Ok(s)
+    Ok(skipped_at_end)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ pub mod bpf_skel;
 pub mod control;
 pub mod env_checks;
 pub mod libbpf_log;
+pub mod oracle;
 pub mod placement;
 pub mod protocol;
 pub mod stats;
@@ -413,7 +414,7 @@ fn check_trace_path(path: &Path, overwrite: bool) -> Result<()> {
 /// runs as root, and a link planted in a shared directory would make it
 /// truncate any file), never a FIFO or device. Mode 0600 whatever the umask:
 /// the trace names every task and its pid.
-fn open_trace_file(path: &Path, overwrite: bool) -> Result<std::fs::File> {
+pub(crate) fn open_trace_file(path: &Path, overwrite: bool) -> Result<std::fs::File> {
     // A refusal of the path the caller named is bad input: exit 2, not 1.
     macro_rules! bail_input {
         ($($arg:tt)*) => {

@@ -135,17 +135,8 @@ pub struct NewIdleDecision {
 /// Snapshot used for CPU ids the caller's slice does not cover: a busy CPU, never chosen
 /// as idle.
 static MISSING_SNAPSHOT: CpuSnapshot = CpuSnapshot {
-    idle: false,
     nr_running: 1,
-    nr_delayed: 0,
-    ttwu_pending: false,
-    wakeup_in_flight: false,
-    sched_idle_only: false,
-    load: 0,
-    util: 0,
-    capacity: 0,
-    avg_idle_ns: 0,
-    idle_exit_ns: 0,
+    ..CpuSnapshot::ZERO
 };
 
 /// The numbers `wake_affine_weight()` compares, gathered so the arithmetic can be tested
@@ -578,7 +569,7 @@ impl<'a> Step<'a> {
             target = self.wake_affine_idle(this, prev, sync);
         }
         if self.cfg.wa_weight && target.is_none() {
-            target = self.wake_affine_weight(level, task, wake, this, prev, sync);
+            target = self.wake_affine_weight(level, task, wake, (this, prev, sync));
         }
         if !self.cfg.wa_idle && !self.cfg.wa_weight {
             self.push(Rule::WakeAffineNoFeature);
@@ -667,15 +658,14 @@ impl<'a> Step<'a> {
         None
     }
 
-    /// `wake_affine_weight()`: see [`wake_affine_weight_calc`].
+    /// `wake_affine_weight()`: see [`wake_affine_weight_calc`].  `(this, prev, sync)` as
+    /// [`Self::wake_affine`] got them.
     fn wake_affine_weight(
         &mut self,
         level: DomainLevel,
         task: &TaskState,
         wake: &WakeCtx,
-        this: usize,
-        prev: usize,
-        sync: bool,
+        (this, prev, sync): (usize, usize, bool),
     ) -> Option<usize> {
         let w = WeightInputs {
             this_load: self.snap(this).load,

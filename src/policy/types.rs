@@ -75,22 +75,29 @@ pub(crate) fn default_avg_idle_ns() -> u64 {
 impl Default for CpuSnapshot {
     fn default() -> Self {
         CpuSnapshot {
-            idle: false,
-            nr_running: 0,
-            nr_delayed: 0,
-            ttwu_pending: false,
-            wakeup_in_flight: false,
-            sched_idle_only: false,
-            load: 0,
-            util: 0,
-            capacity: 0,
             avg_idle_ns: default_avg_idle_ns(),
-            idle_exit_ns: 0,
+            ..CpuSnapshot::ZERO
         }
     }
 }
 
 impl CpuSnapshot {
+    /// Every field zero or false (a busy CPU with nothing known; not `Default`, whose
+    /// `avg_idle_ns` is the kernel's initial value).
+    pub const ZERO: CpuSnapshot = CpuSnapshot {
+        idle: false,
+        nr_running: 0,
+        nr_delayed: 0,
+        ttwu_pending: false,
+        wakeup_in_flight: false,
+        sched_idle_only: false,
+        load: 0,
+        util: 0,
+        capacity: 0,
+        avg_idle_ns: 0,
+        idle_exit_ns: 0,
+    };
+
     /// An idle CPU: idle task running, nothing queued.
     pub fn idle() -> Self {
         CpuSnapshot {

@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * scx_wakelab oracle: record the fair class's own wake-up placements.
+ *
+ * fentry on select_task_rq_fair() copies what the function is about to read
+ * (the task, current, every CPU's runqueue and LLC hints) into a per-CPU
+ * scratch record; fexit adds the CPU it returned and submits the record to
+ * a ring the agent drains (src/oracle/). No sched_ext is needed: this runs
+ * beside whatever scheduler the kernel has, on any kernel with BTF and
+ * fentry (5.5+; bpf_per_cpu_ptr() needs 5.10).
+ *
+ * The signature differs by version, so there are two pairs of programs and
+ * the loader keeps the pair that matches the kernel's BTF:
+ *   v5.10:  (struct task_struct *p, int prev_cpu, int sd_flag, int wake_flags)
+ *   v5.11+: (struct task_struct *p, int prev_cpu, int wake_flags)
+ * (3aef1551 folded sd_flag into wake_flags as WF_TTWU/WF_FORK/WF_EXEC.)
+ *
+ * Field offsets are CO-RE relocations; fields that only some versions have
+ * are read behind bpf_core_field_exists(). What this program reads races
+ * with the other CPUs exactly as the kernel's own reads do: the record is
+ * the state select_task_rq_fair() could have seen, a few hundred
+ * nanoseconds apart from what it did see.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "oracle.h"
+
+char _license[] SEC("license") = "GPL";
+
+/* Set by the loader: how many CPUs to describe (at most ORACLE_MAX_CPUS). */
+const volatile u32 nr_cpus = 1;
+
+/* Counters, read by the agent. */
+volatile u64 nr_records, nr_ring_full, nr_exit_unpaired;
+
+/* The kernel's HZ, from its config (0 where libbpf finds none), for the agent. */
+extern unsigned int CONFIG_HZ __kconfig __weak;
+volatile u32 kernel_hz;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, ORACLE_RING_BYTES);
+} records SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct oracle_record);
+} scratch SEC(".maps");
+
+/* Entry seen, exit not yet: one flag per CPU (the call runs with IRQs off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u32);
+} armed SEC(".maps");
+
+extern struct rq runqueues __ksym;
+/*
+ * Untyped (an address from kallsyms): most kernels' BTF has no global
+ * variables. Weak: a kernel that hides it records jiffies as 0.
+ */
+extern const void jiffies_64 __ksym __weak;
+extern struct sched_domain_shared *sd_llc_shared __ksym __weak;
+extern struct sched_domain *sd_llc __ksym __weak;
+
+/* x86's preempt count: a per-CPU int, inside struct pcpu_hot in v6.2-v6.14. */
+extern const int __preempt_count __ksym __weak;
+struct pcpu_hot___oracle {
+	int preempt_count;
+} __attribute__((preserve_access_index));
+extern struct pcpu_hot___oracle pcpu_hot __ksym __weak;
+
+/* Fields some versions have and the bundled vmlinux.h may not. */
+struct cfs_rq___pre614 {
+	unsigned int h_nr_running;
+	unsigned int idle_h_nr_running;
+	unsigned int h_nr_delayed;	/* v6.12, v6.13 */
+} __attribute__((preserve_access_index));
+
+struct cfs_rq___614 {
+	unsigned int h_nr_queued;
+	unsigned int h_nr_runnable;
+	unsigned int h_nr_idle;
+} __attribute__((preserve_access_index));
+
+struct sched_domain___sis_prop {
+	u64 avg_scan_cost;		/* to v6.6 */
+} __attribute__((preserve_access_index));
+
+/* Wake flags: the v5.11+ values, which the engine uses too. */
+#define WF_EXEC		0x02
+#define WF_FORK		0x04
+#define WF_TTWU		0x08
+#define WF_SYNC		0x10
+/* v5.10: WF_SYNC was 0x01, and the kind of placement came as sd_flag. */
+#define WF_SYNC_510	0x01
+#define SD_BALANCE_EXEC_510	0x02
+#define SD_BALANCE_FORK_510	0x04
+#define SD_BALANCE_WAKE_510	0x08
+
+/* include/linux/preempt.h */
+#define SOFTIRQ_OFFSET	0x100
+#define HARDIRQ_MASK	0xf0000
+#define NMI_MASK	0xf00000
+
+static int preempt_count_now(void)
+{
+	if (bpf_ksym_exists(&__preempt_count))
+		return *(int *)bpf_this_cpu_ptr(&__preempt_count);
+	if (bpf_ksym_exists(&pcpu_hot))
+		return BPF_CORE_READ((struct pcpu_hot___oracle *)bpf_this_cpu_ptr(&pcpu_hot),
+				     preempt_count);
+	return 0;
+}
+
+static u32 context_now(void)
+{
+	int pc = preempt_count_now();
+
+	if (pc & (HARDIRQ_MASK | NMI_MASK))
+		return ORACLE_CTX_HARDIRQ;
+	if (pc & SOFTIRQ_OFFSET)
+		return ORACLE_CTX_SOFTIRQ;
+	return ORACLE_CTX_TASK;
+}
+
+static void read_task(struct task_struct *p, struct oracle_task *t)
+{
+	struct task_struct *last;
+	const struct cpumask *mask;
+
+	t->pid = BPF_CORE_READ(p, pid);
+	t->flags = BPF_CORE_READ(p, flags);
+	t->recent_used_cpu = BPF_CORE_READ(p, recent_used_cpu);
+	t->wakee_flips = BPF_CORE_READ(p, wakee_flips);
+	t->wakee_flip_decay_ts = BPF_CORE_READ(p, wakee_flip_decay_ts);
+	last = BPF_CORE_READ(p, last_wakee);
+	t->last_wakee_pid = last ? BPF_CORE_READ(last, pid) : 0;
+	t->load_avg = BPF_CORE_READ(p, se.avg.load_avg);
+	t->util_avg = BPF_CORE_READ(p, se.avg.util_avg);
+	t->nr_cpus_allowed = BPF_CORE_READ(p, nr_cpus_allowed);
+	mask = BPF_CORE_READ(p, cpus_ptr);
+	t->allowed = mask ? BPF_CORE_READ(mask, bits[0]) : 0;
+}
+
+/* cfs's delayed sleepers and SCHED_IDLE tasks, named per version. */
+static void read_cfs_counts(struct rq *rq, struct oracle_cpu *c)
+{
+	struct cfs_rq___614 *n = (void *)&rq->cfs;
+	struct cfs_rq___pre614 *o = (void *)&rq->cfs;
+
+	if (bpf_core_field_exists(n->h_nr_runnable)) {
+		c->nr_delayed = BPF_CORE_READ(n, h_nr_queued) - BPF_CORE_READ(n, h_nr_runnable);
+		c->nr_sched_idle = BPF_CORE_READ(n, h_nr_idle);
+		return;
+	}
+	if (bpf_core_field_exists(o->h_nr_delayed))
+		c->nr_delayed = BPF_CORE_READ(o, h_nr_delayed);
+	if (bpf_core_field_exists(o->idle_h_nr_running))
+		c->nr_sched_idle = BPF_CORE_READ(o, idle_h_nr_running);
+}
+
+static void read_llc(u32 cpu, struct oracle_cpu *c)
+{
+	struct sched_domain_shared *sds = NULL;
+	struct sched_domain *sd = NULL;
+	void *pp;
+
+	c->has_idle_cores = 2;
+	if (bpf_ksym_exists(&sd_llc_shared)) {
+		pp = bpf_per_cpu_ptr(&sd_llc_shared, cpu);
+		if (pp && !bpf_probe_read_kernel(&sds, sizeof(sds), pp) && sds)
+			c->has_idle_cores = BPF_CORE_READ(sds, has_idle_cores) ? 1 : 0;
+	}
+	if (bpf_ksym_exists(&sd_llc)) {
+		pp = bpf_per_cpu_ptr(&sd_llc, cpu);
+		if (pp && !bpf_probe_read_kernel(&sd, sizeof(sd), pp) && sd) {
+			struct sched_domain___sis_prop *sp = (void *)sd;
+
+			if (bpf_core_field_exists(sp->avg_scan_cost))
+				c->avg_scan_cost = BPF_CORE_READ(sp, avg_scan_cost);
+		}
+	}
+}
+
+static void read_cpu(u32 cpu, struct oracle_cpu *c)
+{
+	struct rq *rq = bpf_per_cpu_ptr(&runqueues, cpu);
+
+	__builtin_memset(c, 0, sizeof(*c));
+	if (!rq)
+		return;
+	c->nr_running = BPF_CORE_READ(rq, nr_running);
+	c->ttwu_pending = BPF_CORE_READ(rq, ttwu_pending) ? 1 : 0;
+	c->curr_is_idle = BPF_CORE_READ(rq, curr) == BPF_CORE_READ(rq, idle);
+	c->capacity = BPF_CORE_READ(rq, cpu_capacity);
+	c->avg_idle = BPF_CORE_READ(rq, avg_idle);
+	c->load_avg = BPF_CORE_READ(rq, cfs.avg.load_avg);
+	c->util_avg = BPF_CORE_READ(rq, cfs.avg.util_avg);
+	read_cfs_counts(rq, c);
+	read_llc(cpu, c);
+}
+
+static __always_inline int enter(struct task_struct *p, int prev_cpu, u32 wake_flags)
+{
+	u32 zero = 0, i, n = nr_cpus;
+	struct oracle_record *r = bpf_map_lookup_elem(&scratch, &zero);
+	u32 *on = bpf_map_lookup_elem(&armed, &zero);
+
+	if (!r || !on)
+		return 0;
+	kernel_hz = CONFIG_HZ;
+	r->now_ns = bpf_ktime_get_ns();
+	if (!bpf_ksym_exists(&jiffies_64) ||
+	    bpf_probe_read_kernel(&r->jiffies, sizeof(r->jiffies), &jiffies_64))
+		r->jiffies = 0;
+	r->prev_cpu = prev_cpu;
+	r->this_cpu = bpf_get_smp_processor_id();
+	r->chosen_cpu = -1;
+	r->wake_flags = wake_flags;
+	r->context = context_now();
+	read_task(p, &r->wakee);
+	read_task((struct task_struct *)bpf_get_current_task(), &r->waker);
+	if (n > ORACLE_MAX_CPUS)
+		n = ORACLE_MAX_CPUS;
+	r->nr_cpus = n;
+	for (i = 0; i < ORACLE_MAX_CPUS; i++) {
+		if (i >= n)
+			break;
+		read_cpu(i, &r->cpus[i]);
+	}
+	*on = 1;
+	return 0;
+}
+
+static __always_inline int leave(int chosen)
+{
+	u32 zero = 0;
+	struct oracle_record *r = bpf_map_lookup_elem(&scratch, &zero);
+	u32 *on = bpf_map_lookup_elem(&armed, &zero);
+
+	if (!r || !on)
+		return 0;
+	if (!*on) {
+		__sync_fetch_and_add(&nr_exit_unpaired, 1);
+		return 0;
+	}
+	*on = 0;
+	r->chosen_cpu = chosen;
+	if (bpf_ringbuf_output(&records, r, sizeof(*r), 0))
+		__sync_fetch_and_add(&nr_ring_full, 1);
+	else
+		__sync_fetch_and_add(&nr_records, 1);
+	return 0;
+}
+
+static u32 flags_510(int sd_flag, int wake_flags)
+{
+	u32 f = 0;
+
+	if (sd_flag & SD_BALANCE_WAKE_510)
+		f |= WF_TTWU;
+	if (sd_flag & SD_BALANCE_FORK_510)
+		f |= WF_FORK;
+	if (sd_flag & SD_BALANCE_EXEC_510)
+		f |= WF_EXEC;
+	if (wake_flags & WF_SYNC_510)
+		f |= WF_SYNC;
+	return f;
+}
+
+SEC("fentry/select_task_rq_fair")
+int BPF_PROG(oracle_enter3, struct task_struct *p, int prev_cpu, int wake_flags)
+{
+	return enter(p, prev_cpu, wake_flags & (WF_EXEC | WF_FORK | WF_TTWU | WF_SYNC));
+}
+
+SEC("fexit/select_task_rq_fair")
+int BPF_PROG(oracle_exit3, struct task_struct *p, int prev_cpu, int wake_flags, int ret)
+{
+	return leave(ret);
+}
+
+SEC("fentry/select_task_rq_fair")
+int BPF_PROG(oracle_enter4, struct task_struct *p, int prev_cpu, int sd_flag, int wake_flags)
+{
+	return enter(p, prev_cpu, flags_510(sd_flag, wake_flags));
+}
+
+SEC("fexit/select_task_rq_fair")
+int BPF_PROG(oracle_exit4, struct task_struct *p, int prev_cpu, int sd_flag, int wake_flags,
+	     int ret)
+{
+	return leave(ret);
+}

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * scx_wakelab oracle: the contract between bpf/oracle.bpf.c, which records
+ * the fair class's own wake-up placements, and src/oracle/, which turns each
+ * record into a decision trace line (explain --trace) and replays it through
+ * the engine. Both sides see this file: the BPF program includes it, Rust
+ * gets it through bindgen (only src/oracle/record.rs touches the structs).
+ *
+ * One record per select_task_rq_fair() call: what the function was asked,
+ * the state it read, captured on entry, and the CPU it returned, captured on
+ * exit. Owner of every field: BPF (written once, then submitted to the ring).
+ */
+#ifndef __WAKELAB_ORACLE_H
+#define __WAKELAB_ORACLE_H
+
+#ifndef __VMLINUX_H__
+typedef unsigned char u8;
+typedef unsigned int u32;
+typedef int s32;
+typedef unsigned long long u64;
+#endif
+
+enum oracle_consts {
+	/* CPUs described per record; a larger machine is refused at load. */
+	ORACLE_MAX_CPUS		= 64,
+	/* Ring size in bytes (a power of two, a multiple of the page size). */
+	ORACLE_RING_BYTES	= 16 << 20,
+};
+
+/* The waker's context, as the engine's WakerContext. */
+enum oracle_context {
+	ORACLE_CTX_TASK		= 0,
+	ORACLE_CTX_SOFTIRQ	= 1,
+	ORACLE_CTX_HARDIRQ	= 2,
+};
+
+/* What select_task_rq_fair() could read of one CPU. */
+struct oracle_cpu {
+	u64 load_avg;		/* rq->cfs.avg.load_avg (cpu_load()) */
+	u64 util_avg;		/* rq->cfs.avg.util_avg */
+	u64 avg_idle;		/* rq->avg_idle, ns */
+	u64 avg_scan_cost;	/* its sd_llc->avg_scan_cost (to v6.6), else 0 */
+	u32 nr_running;		/* rq->nr_running, every class */
+	u32 nr_delayed;		/* delayed-dequeue sleepers in it (v6.12+), else 0 */
+	u32 nr_sched_idle;	/* SCHED_IDLE tasks among cfs's (sched_idle_cpu()) */
+	u32 capacity;		/* rq->cpu_capacity */
+	u8 curr_is_idle;	/* rq->curr == rq->idle */
+	u8 ttwu_pending;	/* rq->ttwu_pending */
+	u8 has_idle_cores;	/* its sd_llc_shared->has_idle_cores; 2 = unknown */
+	u8 pad[5];
+};
+
+struct oracle_task {
+	u64 load_avg;		/* p->se.avg.load_avg (task_h_load() without groups) */
+	u64 util_avg;		/* p->se.avg.util_avg */
+	u64 wakee_flip_decay_ts; /* jiffies */
+	u64 allowed;		/* p->cpus_ptr, first 64 CPUs */
+	s32 pid;
+	s32 recent_used_cpu;	/* -1 where the kernel has none */
+	u32 wakee_flips;
+	s32 last_wakee_pid;	/* 0 = none */
+	u32 nr_cpus_allowed;
+	u32 flags;		/* p->flags (PF_KTHREAD, PF_EXITING) */
+};
+
+struct oracle_record {
+	u64 now_ns;		/* bpf_ktime_get_ns() on entry */
+	u64 jiffies;		/* on entry */
+	struct oracle_task wakee;
+	struct oracle_task waker;	/* current on the waker's CPU */
+	s32 prev_cpu;		/* the argument */
+	s32 this_cpu;		/* smp_processor_id() */
+	s32 chosen_cpu;		/* the return value */
+	u32 wake_flags;		/* WF_EXEC/FORK/TTWU/SYNC as v5.11+ number them */
+	u32 context;		/* enum oracle_context */
+	u32 nr_cpus;		/* entries of cpus[] filled */
+	struct oracle_cpu cpus[ORACLE_MAX_CPUS];
+};
+
+#endif /* __WAKELAB_ORACLE_H */

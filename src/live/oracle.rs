@@ -1,0 +1,277 @@
+//! `scx_wakelab oracle record`: load bpf/oracle.bpf.c beside whatever scheduler runs, and
+//! write each fair-class placement it reports as a decision trace line
+//! (`scx_wakelab::oracle::Sample::to_trace`).  The only Rust code that touches the oracle's
+//! raw records (`bpf/oracle.h`, through bindgen).
+
+use std::io::Write;
+use std::mem::MaybeUninit;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use scx_wakelab::exit::BadInput;
+use scx_wakelab::oracle::{Sample, SampleCpu, SampleTask, preset_for_release, topology_input};
+
+use super::placement::topology_from_scx;
+
+mod intf {
+    #![allow(
+        non_upper_case_globals,
+        non_camel_case_types,
+        non_snake_case,
+        dead_code
+    )]
+    include!(concat!(env!("OUT_DIR"), "/oracle_intf.rs"));
+}
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/oracle_skel.rs"));
+}
+
+const BTF_PATH: &str = "/sys/kernel/btf/vmlinux";
+const HOOK: &str = "select_task_rq_fair";
+
+/// How many parameters the kernel's select_task_rq_fair() takes (3 from v5.11, 4 before).
+fn hook_arity() -> Result<usize> {
+    use libbpf_rs::btf::types::{Func, FuncProto};
+    use libbpf_rs::btf::{Btf, ReferencesType};
+    let btf = Btf::from_vmlinux().context("reading the kernel's BTF")?;
+    let func: Func = btf
+        .type_by_name(HOOK)
+        .ok_or_else(|| anyhow!("{HOOK} is not in this kernel's BTF: the oracle cannot attach"))?;
+    let proto: FuncProto = btf
+        .type_by_id(func.referenced_type_id())
+        .ok_or_else(|| anyhow!("{HOOK}'s BTF has no prototype"))?;
+    Ok(proto.len())
+}
+
+fn task_of(t: &intf::oracle_task) -> SampleTask {
+    SampleTask {
+        pid: t.pid,
+        flags: t.flags,
+        recent_used_cpu: t.recent_used_cpu,
+        wakee_flips: t.wakee_flips,
+        wakee_flip_decay_ts: t.wakee_flip_decay_ts,
+        last_wakee_pid: t.last_wakee_pid,
+        load_avg: t.load_avg,
+        util_avg: t.util_avg,
+        nr_cpus_allowed: t.nr_cpus_allowed,
+        allowed: t.allowed,
+    }
+}
+
+/// One ring entry as a [`Sample`]; `None` if it is not a whole record.
+fn parse(data: &[u8]) -> Option<Sample> {
+    if data.len() < std::mem::size_of::<intf::oracle_record>() {
+        return None;
+    }
+    // SAFETY: the length was checked; the ring's bytes may be unaligned for the struct.
+    let r: intf::oracle_record =
+        unsafe { std::ptr::read_unaligned(data.as_ptr() as *const intf::oracle_record) };
+    let n = (r.nr_cpus as usize).min(r.cpus.len());
+    Some(Sample {
+        now_ns: r.now_ns,
+        jiffies: r.jiffies,
+        wakee: task_of(&r.wakee),
+        waker: task_of(&r.waker),
+        prev_cpu: r.prev_cpu,
+        this_cpu: r.this_cpu,
+        chosen_cpu: r.chosen_cpu,
+        wake_flags: r.wake_flags,
+        context: r.context,
+        cpus: r.cpus[..n]
+            .iter()
+            .map(|c| SampleCpu {
+                load_avg: c.load_avg,
+                util_avg: c.util_avg,
+                avg_idle: c.avg_idle,
+                avg_scan_cost: c.avg_scan_cost,
+                nr_running: c.nr_running,
+                nr_delayed: c.nr_delayed,
+                nr_sched_idle: c.nr_sched_idle,
+                capacity: c.capacity,
+                curr_is_idle: c.curr_is_idle != 0,
+                ttwu_pending: c.ttwu_pending != 0,
+                has_idle_cores: match c.has_idle_cores {
+                    0 => Some(false),
+                    1 => Some(true),
+                    _ => None,
+                },
+            })
+            .collect(),
+    })
+}
+
+fn release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Records for `seconds` (or until Ctrl-C) into `out` (`-`: standard output).
+pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
+    super::env_checks::check_root(unsafe { libc::geteuid() })?;
+    let to_stdout = out.as_os_str() == "-";
+    if !to_stdout && !overwrite && std::fs::symlink_metadata(out).is_ok() {
+        return Err(BadInput(format!(
+            "{} already exists; remove it, name another, or pass --overwrite",
+            out.display()
+        ))
+        .into());
+    }
+    if !Path::new(BTF_PATH).exists() {
+        bail!("this kernel has no BTF ({BTF_PATH} is missing): the oracle cannot attach");
+    }
+    let arity = hook_arity()?;
+    if arity != 3 && arity != 4 {
+        bail!(
+            "{HOOK} takes {arity} parameters here; the oracle knows the 3- and 4-parameter forms"
+        );
+    }
+    let scx_topo = scx_utils::Topology::new().context("reading the CPU topology")?;
+    let topo = topology_from_scx(&scx_topo)?;
+    let nr = topo.nr_cpus();
+    if nr > intf::oracle_consts_ORACLE_MAX_CPUS as usize {
+        bail!(
+            "{nr} CPUs: the oracle describes at most {} per record",
+            intf::oracle_consts_ORACLE_MAX_CPUS
+        );
+    }
+    let rel = release();
+    let (preset, why) = preset_for_release(&rel);
+
+    super::libbpf_log::install();
+    let mut open_object = MaybeUninit::uninit();
+    let mut open = skel::OracleSkelBuilder::default()
+        .open(&mut open_object)
+        .context("opening the oracle's BPF object")?;
+    if let Some(r) = open.maps.rodata_data.as_deref_mut() {
+        r.nr_cpus = nr as u32;
+    }
+    let three = arity == 3;
+    open.progs.oracle_enter3.set_autoload(three);
+    open.progs.oracle_exit3.set_autoload(three);
+    open.progs.oracle_enter4.set_autoload(!three);
+    open.progs.oracle_exit4.set_autoload(!three);
+    let mut skel = open.load().map_err(|e| {
+        if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+            return anyhow!(
+                "the kernel does not let this process load BPF (EPERM): the oracle needs root \
+                 with CAP_BPF and CAP_PERFMON, and no lockdown or seccomp policy against BPF"
+            );
+        }
+        let lines = super::libbpf_log::tail();
+        match super::libbpf_log::verifier_reason(&lines) {
+            Some(r) => anyhow!("the kernel refused the oracle's BPF program: {r}"),
+            // libbpf's last line only says the skeleton failed; the one before says why.
+            None => match lines
+                .iter()
+                .rev()
+                .map(|l| l.trim())
+                .find(|l| !l.is_empty() && !l.contains("failed to load BPF skeleton"))
+            {
+                Some(l) => anyhow!(
+                    "loading the oracle's BPF program failed: {e} ({})",
+                    l.trim()
+                ),
+                None => anyhow!("loading the oracle's BPF program failed: {e}"),
+            },
+        }
+    })?;
+    skel.attach()
+        .with_context(|| format!("attaching to {HOOK} (fentry/fexit)"))?;
+
+    let mut sink: Box<dyn Write> = if to_stdout {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(super::open_trace_file(out, overwrite)?)
+    };
+    let mut sink_buf = std::io::BufWriter::with_capacity(1 << 20, &mut sink);
+    let ti = topology_input(&topo);
+    let inbox: std::rc::Rc<std::cell::RefCell<Vec<Sample>>> = Default::default();
+    let unreadable = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let mut written = 0u64;
+    let mut hz = 0u64;
+    {
+        let mut rbb = libbpf_rs::RingBufferBuilder::new();
+        let (sink_in, bad) = (inbox.clone(), unreadable.clone());
+        rbb.add(&skel.maps.records, move |data: &[u8]| {
+            match parse(data) {
+                Some(s) => sink_in.borrow_mut().push(s),
+                None => bad.set(bad.get() + 1),
+            }
+            0
+        })?;
+        let ring = rbb.build()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
+            .context("installing the Ctrl-C/SIGTERM handler")?;
+        log::info!(
+            "oracle: recording {HOOK} ({arity} parameters) on {rel}, {nr} CPUs, for {seconds}s; \
+             replay preset {preset} ({why})"
+        );
+        let end = Instant::now() + Duration::from_secs(seconds);
+        let mut last = false;
+        loop {
+            if last {
+                ring.consume().context("draining the oracle's ring")?;
+            } else {
+                ring.poll(Duration::from_millis(100))
+                    .context("polling the oracle's ring")?;
+            }
+            let batch = std::mem::take(&mut *inbox.borrow_mut());
+            if !batch.is_empty() && hz == 0 {
+                // Set by BPF before its first record; 0 where libbpf found no kernel config.
+                hz = skel
+                    .maps
+                    .bss_data
+                    .as_deref()
+                    .map_or(0, |b| b.kernel_hz as u64);
+                if hz == 0 {
+                    log::warn!("oracle: the kernel's CONFIG_HZ is unknown; assuming 250");
+                    hz = 250;
+                }
+            }
+            for s in &batch {
+                match s.to_trace(written, &topo, &ti, preset, hz) {
+                    Ok(rec) => {
+                        let mut line = rec.to_json_line();
+                        line.push('\n');
+                        sink_buf
+                            .write_all(line.as_bytes())
+                            .with_context(|| format!("writing {}", out.display()))?;
+                        written += 1;
+                    }
+                    Err(_) => unreadable.set(unreadable.get() + 1),
+                }
+            }
+            if last {
+                break;
+            }
+            last = Instant::now() >= end || stop.load(Ordering::Relaxed);
+        }
+    }
+    sink_buf
+        .flush()
+        .with_context(|| format!("writing {}", out.display()))?;
+    let bss = skel.maps.bss_data.as_deref();
+    let full = bss.map_or(0, |b| b.nr_ring_full);
+    let unpaired = bss.map_or(0, |b| b.nr_exit_unpaired);
+    log::info!(
+        "oracle: {} placements written to {}; {} lost to a full ring, {} unreadable, {} exits \
+         without their entry",
+        written,
+        if to_stdout {
+            "standard output".to_string()
+        } else {
+            out.display().to_string()
+        },
+        full,
+        unreadable.get(),
+        unpaired
+    );
+    Ok(())
+}

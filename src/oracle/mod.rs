@@ -1,0 +1,512 @@
+//! The kernel oracle: the fair class's own wake-up placements, recorded on a real kernel,
+//! replayed through the engine decision by decision.
+//!
+//! `scx_wakelab oracle record` (the binary's `oracle_record`, BPF in bpf/oracle.bpf.c)
+//! writes one [`TraceRecord`] per `select_task_rq_fair()` call: the state the kernel read and
+//! the CPU it chose.  `scx_wakelab oracle compare` replays those records with the preset of
+//! the recorded kernel and reports how often the engine picks the same CPU, per rule.
+//!
+//! This module is the pure half: the record as plain numbers ([`Sample`]), its conversion
+//! into a trace line, and the comparison.  It reads no BPF and no system state.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::explain::scenario::{CpuStates, LlcStateInput, TopologyInput, TraceRecord, WakeInput};
+use crate::explain::{ExplainReport, PolicyOverride};
+use crate::policy::{CpuSet, CpuSnapshot, PolicySpec, TaskState, Topology, WakeCtx, WakerContext};
+
+/// `scx_wakelab oracle`: record the kernel's own placements, or compare them with the engine.
+#[derive(Debug, clap::Args)]
+#[command(
+    long_about = "Record the fair class's own wake-up placements on this kernel (BPF fentry/fexit \
+                  on select_task_rq_fair; no sched_ext needed, root and a kernel with BTF are), \
+                  and replay them through the engine to measure, decision by decision, how often \
+                  it picks the CPU the kernel picked."
+)]
+pub struct OracleArgs {
+    #[command(subcommand)]
+    pub command: OracleCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum OracleCommand {
+    /// Record every fair-class placement for a while, as explain --trace lines.
+    Record {
+        /// Where to write the records (JSON lines); `-` for standard output.
+        #[arg(long, value_name = "FILE", default_value = "oracle.jsonl")]
+        out: PathBuf,
+        /// How long to record.
+        #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        seconds: u64,
+        /// Replace FILE if it exists.
+        #[arg(long)]
+        overwrite: bool,
+    },
+    /// Replay recorded placements through the engine and report the agreement.
+    Compare {
+        /// Files written by `oracle record` (one per workload).
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Replay with this preset instead of the recorded kernel's.
+        #[arg(long, value_name = "PRESET")]
+        preset: Option<String>,
+        /// Flags to set on top (as scx_wakelab --set).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Also list up to N disagreeing records per file.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        show: usize,
+    },
+}
+
+/// The preset that models a kernel release (`uname -r`), with how sure that is.
+pub fn preset_for_release(release: &str) -> (&'static str, &'static str) {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major: u32 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    match (major, minor) {
+        (5, 10) => (
+            "v5.10",
+            "v5.10 (stable 5.10.y may carry backports the preset lacks)",
+        ),
+        (5, 11..=12) => ("v5.12", "nearest preset"),
+        (5, 13) => ("v5.13", "exact"),
+        (5, 14) => ("v5.14", "exact"),
+        (5, 15..) | (6, 0) => ("v5.15", "nearest preset"),
+        (6, 1..=4) => ("v6.0", "nearest preset (6.1.y's backports not modelled)"),
+        (6, 5..=11) => ("v6.5", "nearest preset"),
+        (6, 12..=15) => ("v6.12.y", "stable 6.12.y"),
+        (6, _) | (7.., _) => ("mainline", "mainline"),
+        _ => ("v5.10", "older than any preset: v5.10"),
+    }
+}
+
+/// One CPU as `select_task_rq_fair()` could read it (`struct oracle_cpu`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SampleCpu {
+    pub load_avg: u64,
+    pub util_avg: u64,
+    pub avg_idle: u64,
+    pub avg_scan_cost: u64,
+    pub nr_running: u32,
+    pub nr_delayed: u32,
+    pub nr_sched_idle: u32,
+    pub capacity: u32,
+    pub curr_is_idle: bool,
+    pub ttwu_pending: bool,
+    /// `None` where the kernel's LLC hint could not be read.
+    pub has_idle_cores: Option<bool>,
+}
+
+/// A task as recorded (`struct oracle_task`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SampleTask {
+    pub pid: i32,
+    pub flags: u32,
+    pub recent_used_cpu: i32,
+    pub wakee_flips: u32,
+    pub wakee_flip_decay_ts: u64,
+    pub last_wakee_pid: i32,
+    pub load_avg: u64,
+    pub util_avg: u64,
+    pub nr_cpus_allowed: u32,
+    pub allowed: u64,
+}
+
+/// One recorded placement (`struct oracle_record`), as plain numbers.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sample {
+    pub now_ns: u64,
+    pub jiffies: u64,
+    pub wakee: SampleTask,
+    pub waker: SampleTask,
+    pub prev_cpu: i32,
+    pub this_cpu: i32,
+    pub chosen_cpu: i32,
+    pub wake_flags: u32,
+    /// 0 task, 1 softirq, 2 hardirq.
+    pub context: u32,
+    pub cpus: Vec<SampleCpu>,
+}
+
+const PF_EXITING: u32 = 0x0000_0004;
+const PF_KTHREAD: u32 = 0x0020_0000;
+
+/// Why a sample cannot become a trace record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SampleError {
+    CpuOutside { what: &'static str, cpu: i32 },
+    CpuCount { recorded: usize, topology: usize },
+}
+
+impl std::fmt::Display for SampleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SampleError::CpuOutside { what, cpu } => {
+                write!(f, "{what} CPU {cpu} is outside the topology")
+            }
+            SampleError::CpuCount { recorded, topology } => write!(
+                f,
+                "the record describes {recorded} CPUs, the topology has {topology}"
+            ),
+        }
+    }
+}
+
+impl Sample {
+    fn task_state(&self, t: &SampleTask, cpu: usize, nr: usize, hz: u64) -> TaskState {
+        let mut allowed = CpuSet::new();
+        for c in 0..nr.min(64) {
+            if t.allowed & (1u64 << c) != 0 {
+                allowed.set(c);
+            }
+        }
+        // The engine keeps wakee_flip_decay_ts in ns and decays after one second; the
+        // kernel keeps jiffies and decays after HZ of them.  Same distance back from now.
+        let jiffy_ns = 1_000_000_000 / hz.max(1);
+        let ago = self.jiffies.saturating_sub(t.wakee_flip_decay_ts);
+        TaskState {
+            pid: t.pid.max(0) as u32,
+            prev_cpu: cpu,
+            recent_used_cpu: usize::try_from(t.recent_used_cpu).ok().filter(|&c| c < nr),
+            wakee_flips: t.wakee_flips,
+            last_wakee: (t.last_wakee_pid > 0).then_some(t.last_wakee_pid as u32),
+            wakee_flip_decay_ts: self.now_ns.saturating_sub(ago.saturating_mul(jiffy_ns)),
+            allowed,
+            load: t.load_avg,
+            util: t.util_avg.min(u32::MAX as u64) as u32,
+            is_per_cpu_kthread: t.flags & PF_KTHREAD != 0 && t.nr_cpus_allowed == 1,
+        }
+    }
+
+    /// The decision trace line this sample replays as: `topo` is the recording machine's,
+    /// `preset` the policy to replay with, `hz` the kernel's tick rate.
+    pub fn to_trace(
+        &self,
+        seq: u64,
+        topo: &Topology,
+        topo_input: &TopologyInput,
+        preset: &str,
+        hz: u64,
+    ) -> Result<TraceRecord, SampleError> {
+        let nr = topo.nr_cpus();
+        if self.cpus.len() != nr {
+            return Err(SampleError::CpuCount {
+                recorded: self.cpus.len(),
+                topology: nr,
+            });
+        }
+        let cpu_of = |what: &'static str, cpu: i32| -> Result<usize, SampleError> {
+            usize::try_from(cpu)
+                .ok()
+                .filter(|&c| c < nr)
+                .ok_or(SampleError::CpuOutside { what, cpu })
+        };
+        let prev = cpu_of("prev", self.prev_cpu)?;
+        let this = cpu_of("waker", self.this_cpu)?;
+        let chosen = cpu_of("chosen", self.chosen_cpu)?;
+        let snaps: Vec<CpuSnapshot> = self
+            .cpus
+            .iter()
+            .map(|c| CpuSnapshot {
+                idle: c.curr_is_idle,
+                nr_running: c.nr_running,
+                nr_delayed: c.nr_delayed.min(c.nr_running),
+                ttwu_pending: c.ttwu_pending,
+                wakeup_in_flight: false,
+                sched_idle_only: c.nr_running > 0 && c.nr_sched_idle == c.nr_running,
+                load: c.load_avg,
+                util: c.util_avg.min(u32::MAX as u64) as u32,
+                capacity: c.capacity,
+                avg_idle_ns: c.avg_idle,
+                idle_exit_ns: 0,
+            })
+            .collect();
+        // One hint per LLC: the kernel's sd_llc_shared is shared by its CPUs.
+        let mut llc_state: Vec<LlcStateInput> = Vec::new();
+        for l in 0..topo.nr_llcs() {
+            let first = (0..nr).find(|&c| topo.llc_index(c) == l);
+            if let Some(c) = first.map(|c| self.cpus[c]) {
+                llc_state.push(LlcStateInput {
+                    llc: l,
+                    has_idle_cores: c.has_idle_cores,
+                    avg_scan_cost_ns: Some(c.avg_scan_cost),
+                });
+            }
+        }
+        let waker = self.task_state(&self.waker, this, nr, hz);
+        let ctx = WakeCtx {
+            wake_flags: self.wake_flags,
+            waker_cpu: this,
+            waker_context: match self.context {
+                1 => WakerContext::Softirq,
+                2 => WakerContext::Hardirq,
+                _ => WakerContext::Task,
+            },
+            waker_exiting: self.waker.flags & PF_EXITING != 0,
+            waker,
+            now_ns: self.now_ns,
+        };
+        Ok(TraceRecord {
+            seq: Some(seq),
+            topology: topo_input.clone(),
+            policy: PolicySpec {
+                preset: preset.to_string(),
+                ..PolicySpec::default()
+            },
+            cpus: CpuStates::from_snapshots(&snaps),
+            llc_state: Some(llc_state),
+            task: self.task_state(&self.wakee, prev, nr, hz),
+            wake: WakeInput::from_ctx(&ctx),
+            recorded_cpu: chosen,
+            recorded_chain: Vec::new(),
+        })
+    }
+}
+
+/// What kind of placement a record is, for the per-kind rows.
+fn kind_of(wake_flags: u32) -> &'static str {
+    use crate::policy::{WAKE_EXEC, WAKE_FORK, WAKE_SYNC, WAKE_TTWU};
+    if wake_flags & WAKE_FORK != 0 {
+        "fork"
+    } else if wake_flags & WAKE_EXEC != 0 {
+        "exec"
+    } else if wake_flags & WAKE_TTWU != 0 && wake_flags & WAKE_SYNC != 0 {
+        "wake-up, sync"
+    } else if wake_flags & WAKE_TTWU != 0 {
+        "wake-up"
+    } else {
+        "other"
+    }
+}
+
+/// Where the kernel's CPU lies relative to the engine's inputs.
+fn relation(cpu: usize, rec: &TraceRecord) -> &'static str {
+    if cpu == rec.task.prev_cpu {
+        "prev"
+    } else if cpu == rec.wake.waker_cpu {
+        "waker's CPU"
+    } else {
+        "another CPU"
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Tally {
+    pub records: usize,
+    pub agree: usize,
+}
+
+impl Tally {
+    fn add(&mut self, same: bool) {
+        self.records += 1;
+        self.agree += same as usize;
+    }
+
+    fn pct(&self) -> f64 {
+        if self.records == 0 {
+            0.0
+        } else {
+            100.0 * self.agree as f64 / self.records as f64
+        }
+    }
+}
+
+/// The comparison of one file.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FileComparison {
+    pub file: String,
+    pub preset: String,
+    pub total: Tally,
+    /// Per kind of placement.
+    pub by_kind: BTreeMap<String, Tally>,
+    /// Per rule that ended the engine's chain.
+    pub by_rule: BTreeMap<String, Tally>,
+    /// Disagreements: the engine's chain, and where the kernel went instead.
+    pub disagreements: BTreeMap<String, usize>,
+    /// Up to `show` disagreeing records: line, kernel CPU, engine CPU, engine chain.
+    pub examples: Vec<(usize, usize, usize, String)>,
+    pub skipped_at_end: usize,
+}
+
+fn chain_text(report: &ExplainReport) -> String {
+    report
+        .chain
+        .iter()
+        .map(|c| c.rule.to_string())
+        .collect::<Vec<_>>()
+        .join(" > ")
+}
+
+/// Replays `file` and tallies the engine's agreement with the recorded kernel.
+pub fn compare_file(
+    file: &std::path::Path,
+    cli: &PolicyOverride,
+    show: usize,
+) -> anyhow::Result<FileComparison> {
+    let mut c = FileComparison {
+        file: file.display().to_string(),
+        ..FileComparison::default()
+    };
+    let reader = crate::explain::open_input(file)
+        .map_err(|e| crate::exit::BadInput(format!("cannot read {}: {e}", file.display())))?;
+    let name = file.display().to_string();
+    let base = file.parent().map(|p| p.to_path_buf()).unwrap_or_default();
+    c.skipped_at_end = crate::explain::for_each_replayed(
+        std::io::BufReader::with_capacity(1 << 16, reader),
+        &name,
+        &base,
+        cli,
+        |line, rec, report| {
+            if c.preset.is_empty() {
+                c.preset = cli
+                    .preset
+                    .clone()
+                    .unwrap_or_else(|| rec.policy.preset.clone());
+            }
+            let same = report.cpu == rec.recorded_cpu;
+            let flags = rec.wake.wake_flags.unwrap_or(0);
+            c.total.add(same);
+            c.by_kind
+                .entry(kind_of(flags).into())
+                .or_default()
+                .add(same);
+            let last = report
+                .chain
+                .last()
+                .map(|s| s.rule.to_string())
+                .unwrap_or_else(|| "(no rule)".into());
+            c.by_rule.entry(last).or_default().add(same);
+            if !same {
+                let key = format!(
+                    "engine {} [{}]; kernel: {}",
+                    relation(report.cpu, rec),
+                    chain_text(report),
+                    relation(rec.recorded_cpu, rec)
+                );
+                *c.disagreements.entry(key).or_default() += 1;
+                if c.examples.len() < show {
+                    c.examples
+                        .push((line, rec.recorded_cpu, report.cpu, chain_text(report)));
+                }
+            }
+        },
+    )?;
+    Ok(c)
+}
+
+impl FileComparison {
+    pub fn render(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "{}: preset {}: {} of {} agree ({:.1}%){}",
+            self.file,
+            self.preset,
+            self.total.agree,
+            self.total.records,
+            self.total.pct(),
+            if self.skipped_at_end > 0 {
+                " (an incomplete last line skipped)"
+            } else {
+                ""
+            }
+        );
+        for (title, rows) in [
+            ("per kind", &self.by_kind),
+            (
+                "per deciding rule (the last of the engine's chain)",
+                &self.by_rule,
+            ),
+        ] {
+            let _ = writeln!(o, "  {title}: records, agree, share");
+            for (k, t) in rows {
+                let _ = writeln!(
+                    o,
+                    "    {k:<44} {:>7} {:>7} {:>6.1}%",
+                    t.records,
+                    t.agree,
+                    t.pct()
+                );
+            }
+        }
+        if !self.disagreements.is_empty() {
+            let _ = writeln!(
+                o,
+                "  disagreements, by the engine's chain and the kernel's CPU:"
+            );
+            let mut v: Vec<_> = self.disagreements.iter().collect();
+            v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            for (k, n) in v.iter().take(12) {
+                let _ = writeln!(o, "    {n:>7}  {k}");
+            }
+            if v.len() > 12 {
+                let _ = writeln!(o, "    ({} more kinds)", v.len() - 12);
+            }
+        }
+        for (line, kernel, engine, chain) in &self.examples {
+            let _ = writeln!(
+                o,
+                "  line {line}: kernel CPU {kernel}, engine CPU {engine} [{chain}]"
+            );
+        }
+        o
+    }
+}
+
+/// `oracle compare`: every file, then the total line.
+pub fn compare(
+    files: &[PathBuf],
+    preset: Option<String>,
+    set: Vec<String>,
+    show: usize,
+) -> anyhow::Result<String> {
+    let cli = PolicyOverride { preset, set };
+    let mut out = String::new();
+    let mut total = Tally::default();
+    for f in files {
+        let c = compare_file(f, &cli, show)?;
+        total.records += c.total.records;
+        total.agree += c.total.agree;
+        out.push_str(&c.render());
+    }
+    let _ = writeln!(
+        out,
+        "agreement: {} of {} ({:.1}%)",
+        total.agree,
+        total.records,
+        total.pct()
+    );
+    Ok(out)
+}
+
+/// `oracle compare` (and, in a binary without BPF, the refusal of `oracle record`).
+pub fn run(args: OracleArgs) -> anyhow::Result<()> {
+    match args.command {
+        OracleCommand::Compare {
+            files,
+            preset,
+            set,
+            show,
+        } => {
+            print!("{}", compare(&files, preset, set, show)?);
+            Ok(())
+        }
+        OracleCommand::Record { .. } => Err(crate::exit::BadInput(
+            "oracle record loads BPF: run it with scx_wakelab, not scx_wakelab-offline".into(),
+        )
+        .into()),
+    }
+}
+
+/// The topology description every record of a recording carries.
+pub fn topology_input(topo: &Topology) -> TopologyInput {
+    TopologyInput::from_topology(topo)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,168 @@
+use super::*;
+use crate::explain::scenario::parse_json_object;
+use crate::policy::{WAKE_SYNC, WAKE_TTWU};
+
+fn topo(nr: usize) -> Topology {
+    Topology::from_shape(1, 1, nr, 1).unwrap()
+}
+
+fn busy() -> SampleCpu {
+    SampleCpu {
+        load_avg: 1024,
+        util_avg: 900,
+        nr_running: 1,
+        capacity: 1024,
+        has_idle_cores: Some(false),
+        ..SampleCpu::default()
+    }
+}
+
+fn idle() -> SampleCpu {
+    SampleCpu {
+        curr_is_idle: true,
+        avg_idle: 1_000_000,
+        load_avg: 0,
+        util_avg: 0,
+        nr_running: 0,
+        ..busy()
+    }
+}
+
+/// A sync wake-up on 4 CPUs: the waker alone on CPU 0, prev (CPU 2) busy, CPU 3 idle.
+fn sample() -> Sample {
+    Sample {
+        now_ns: 10_000_000_000,
+        jiffies: 5_000,
+        wakee: SampleTask {
+            pid: 100,
+            recent_used_cpu: 2,
+            wakee_flips: 1,
+            load_avg: 300,
+            nr_cpus_allowed: 4,
+            allowed: 0xf,
+            ..SampleTask::default()
+        },
+        waker: SampleTask {
+            pid: 200,
+            recent_used_cpu: 0,
+            wakee_flips: 1,
+            wakee_flip_decay_ts: 4_750,
+            last_wakee_pid: 100,
+            load_avg: 500,
+            nr_cpus_allowed: 4,
+            allowed: 0xf,
+            ..SampleTask::default()
+        },
+        prev_cpu: 2,
+        this_cpu: 0,
+        chosen_cpu: 0,
+        wake_flags: WAKE_TTWU | WAKE_SYNC,
+        context: 0,
+        cpus: vec![busy(), busy(), busy(), idle()],
+    }
+}
+
+#[test]
+fn a_sample_becomes_a_trace_line_that_explain_reads() {
+    let t = topo(4);
+    let rec = sample()
+        .to_trace(7, &t, &topology_input(&t), "mainline", 250)
+        .unwrap();
+    assert_eq!(rec.seq, Some(7));
+    assert_eq!(rec.recorded_cpu, 0);
+    assert_eq!(rec.task.prev_cpu, 2);
+    assert_eq!(rec.task.recent_used_cpu, Some(2));
+    assert_eq!(rec.wake.waker_cpu, 0);
+    let waker = rec.wake.waker.unwrap();
+    assert_eq!(waker.last_wakee, Some(100));
+    // 250 jiffies ago at HZ=250: one second back from now.
+    assert_eq!(waker.wakee_flip_decay_ts, 9_000_000_000);
+    let line = rec.to_json_line();
+    let back: TraceRecord = parse_json_object(&line).unwrap();
+    assert_eq!(back, rec);
+}
+
+#[test]
+fn samples_that_cannot_be_replayed_say_why() {
+    let t = topo(4);
+    let ti = topology_input(&t);
+    let mut s = sample();
+    s.chosen_cpu = 9;
+    assert_eq!(
+        s.to_trace(0, &t, &ti, "mainline", 250)
+            .unwrap_err()
+            .to_string(),
+        "chosen CPU 9 is outside the topology"
+    );
+    let mut s = sample();
+    s.cpus.pop();
+    assert_eq!(
+        s.to_trace(0, &t, &ti, "mainline", 250).unwrap_err(),
+        SampleError::CpuCount {
+            recorded: 3,
+            topology: 4
+        }
+    );
+}
+
+#[test]
+fn compare_counts_agreement_per_kind_and_rule() {
+    let t = topo(4);
+    let ti = topology_input(&t);
+    let dir = std::env::temp_dir().join(format!("oracle-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("rec.jsonl");
+    // The engine pulls the sync wakee to its waker's CPU (the waker is alone there): the
+    // first record agrees; the second says the kernel chose CPU 3, which the engine did not.
+    let a = sample();
+    let mut b = sample();
+    b.chosen_cpu = 3;
+    let text = [a, b]
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.to_trace(i as u64, &t, &ti, "mainline", 250)
+                .unwrap()
+                .to_json_line()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n";
+    std::fs::write(&file, text).unwrap();
+    let c = compare_file(&file, &PolicyOverride::default(), 5).unwrap();
+    assert_eq!((c.total.records, c.total.agree), (2, 1));
+    assert_eq!(c.preset, "mainline");
+    assert_eq!(c.by_kind["wake-up, sync"].records, 2);
+    assert_eq!(c.disagreements.values().sum::<usize>(), 1);
+    assert!(
+        c.disagreements
+            .keys()
+            .next()
+            .unwrap()
+            .ends_with("kernel: another CPU"),
+        "{:?}",
+        c.disagreements
+    );
+    assert_eq!(c.examples.len(), 1);
+    let out = compare(std::slice::from_ref(&file), None, Vec::new(), 0).unwrap();
+    assert!(out.ends_with("agreement: 1 of 2 (50.0%)\n"), "{out}");
+    // A preset that refuses the sync pull to a busy waker CPU... any valid override runs.
+    let out = compare(
+        std::slice::from_ref(&file),
+        Some("v5.10".into()),
+        Vec::new(),
+        0,
+    )
+    .unwrap();
+    assert!(out.contains("preset v5.10"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn presets_follow_the_release() {
+    assert_eq!(preset_for_release("5.10.0-35-amd64").0, "v5.10");
+    assert_eq!(preset_for_release("6.1.0-40-amd64").0, "v6.0");
+    assert_eq!(preset_for_release("6.12.48+deb12-amd64").0, "v6.12.y");
+    assert_eq!(preset_for_release("7.2.13+deb14-amd64").0, "mainline");
+    assert_eq!(preset_for_release("garbage").0, "v5.10");
+}
