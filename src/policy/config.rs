@@ -51,7 +51,7 @@ pub enum FlagKind {
 }
 
 /// A type a flag can have: how its value is read from a string and written back.
-pub trait FlagType: Copy {
+pub trait FlagType: Copy + fmt::Display {
     const KIND: FlagKind;
     /// Accepted values, as [`FlagSpec::values`] shows them (integer flags declare their own).
     const VALUES: &'static str;
@@ -61,7 +61,9 @@ pub trait FlagType: Copy {
     /// within `range`.
     fn parse_flag(v: &str, range: RangeInclusive<u64>) -> Option<Self>;
     /// The value as `parse_flag` reads it back.
-    fn show_flag(self) -> String;
+    fn show_flag(self) -> String {
+        self.to_string()
+    }
 }
 
 impl FlagType for bool {
@@ -75,9 +77,6 @@ impl FlagType for bool {
             _ => None,
         }
     }
-    fn show_flag(self) -> String {
-        self.to_string()
-    }
 }
 
 impl FlagType for u64 {
@@ -87,9 +86,6 @@ impl FlagType for u64 {
     fn parse_flag(v: &str, range: RangeInclusive<u64>) -> Option<Self> {
         v.trim().parse::<u64>().ok().filter(|n| range.contains(n))
     }
-    fn show_flag(self) -> String {
-        self.to_string()
-    }
 }
 
 impl FlagType for u32 {
@@ -98,9 +94,6 @@ impl FlagType for u32 {
     const EXPECTED: &'static str = "an integer";
     fn parse_flag(v: &str, range: RangeInclusive<u64>) -> Option<Self> {
         u64::parse_flag(v, range).and_then(|n| u32::try_from(n).ok())
-    }
-    fn show_flag(self) -> String {
-        self.to_string()
     }
 }
 
@@ -149,8 +142,11 @@ macro_rules! choice {
             fn parse_flag(v: &str, _: RangeInclusive<u64>) -> Option<Self> {
                 Self::parse(v)
             }
-            fn show_flag(self) -> String {
-                self.as_str().to_string()
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
             }
         }
     };

@@ -298,6 +298,17 @@ impl Step<'_> {
         }
     }
 
+    /// One CPU of a SIS-limited idle-CPU search: `None` once the budget is spent (the
+    /// kernel's `return -1`, which skips the scan-cost update), else whether `c` is idle.
+    fn scan_cpu(&mut self, c: usize, nr: &mut u64, examined: &mut u64) -> Option<bool> {
+        if self.sis_budget_spent(nr) {
+            return None;
+        }
+        *examined += 1;
+        self.count_scanned(1);
+        Some(self.idle_or_sched_idle(c))
+    }
+
     /// `rq->wake_avg_idle` of `cpu` as select_idle_cpu() reads it from v5.14 (94aafc3e).
     /// ttwu_do_wakeup() restarts it at `avg_idle / 2` when the CPU leaves idle; "if we're
     /// busy, the assumption that the last idle period predicts the future is flawed", so it
@@ -358,12 +369,7 @@ impl Step<'_> {
         let mut examined = 0u64;
         let mut found = None;
         for c in cpus.iter_wrap(self.scan_start(target)) {
-            if self.sis_budget_spent(&mut nr) {
-                return None;
-            }
-            examined += 1;
-            self.count_scanned(1);
-            if self.idle_or_sched_idle(c) {
+            if self.scan_cpu(c, &mut nr, &mut examined)? {
                 found = Some(c);
                 break;
             }
@@ -413,16 +419,9 @@ impl Step<'_> {
                     self.cnt.sis_idle_core_hit += 1;
                     return Some(core);
                 }
-            } else {
-                if self.sis_budget_spent(&mut nr) {
-                    return None;
-                }
-                examined += 1;
-                self.count_scanned(1);
-                if self.idle_or_sched_idle(cpu) {
-                    idle_cpu = Some(cpu);
-                    break;
-                }
+            } else if self.scan_cpu(cpu, &mut nr, &mut examined)? {
+                idle_cpu = Some(cpu);
+                break;
             }
         }
         if has_idle_core {
