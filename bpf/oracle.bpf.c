@@ -7,7 +7,7 @@
  * scratch record; fexit adds the CPU it returned and submits the record to
  * a ring the agent drains (src/oracle/). No sched_ext is needed: this runs
  * beside whatever scheduler the kernel has, on any kernel with BTF and
- * fentry (5.5+; bpf_per_cpu_ptr() needs 5.10).
+ * fentry (5.5+).
  *
  * The signature differs by version, so there are two pairs of programs and
  * the loader keeps the pair that matches the kernel's BTF:
@@ -59,21 +59,23 @@ struct {
 	__type(value, u32);
 } armed SEC(".maps");
 
-extern struct rq runqueues __ksym;
 /*
- * Untyped (an address from kallsyms): most kernels' BTF has no global
- * variables. Weak: a kernel that hides it records jiffies as 0.
+ * Kernel symbols, by address: the loader reads them from /proc/kallsyms. Not
+ * typed ksyms: Debian's 5.10 BTF has no per-CPU variables, and only addresses
+ * work the same on every version. 0 = not found. Per-CPU variables are
+ * reached as the kernel does on x86: symbol + __per_cpu_offset[cpu].
  */
-extern const void jiffies_64 __ksym __weak;
-extern struct sched_domain_shared *sd_llc_shared __ksym __weak;
-extern struct sched_domain *sd_llc __ksym __weak;
+const volatile u64 ksym_per_cpu_offset;	/* __per_cpu_offset[] */
+const volatile u64 ksym_runqueues;	/* per-CPU struct rq */
+const volatile u64 ksym_sd_llc_shared;	/* per-CPU struct sched_domain_shared * */
+const volatile u64 ksym_sd_llc;		/* per-CPU struct sched_domain * */
+const volatile u64 ksym_preempt_count;	/* per-CPU int __preempt_count, or ... */
+const volatile u64 ksym_pcpu_hot;	/* ... per-CPU struct pcpu_hot (v6.2-v6.14) */
+const volatile u64 ksym_jiffies;	/* u64 jiffies_64 */
 
-/* x86's preempt count: a per-CPU int, inside struct pcpu_hot in v6.2-v6.14. */
-extern const int __preempt_count __ksym __weak;
 struct pcpu_hot___oracle {
 	int preempt_count;
 } __attribute__((preserve_access_index));
-extern struct pcpu_hot___oracle pcpu_hot __ksym __weak;
 
 /* Fields some versions have and the bundled vmlinux.h may not. */
 struct cfs_rq___pre614 {
@@ -108,13 +110,28 @@ struct sched_domain___sis_prop {
 #define HARDIRQ_MASK	0xf0000
 #define NMI_MASK	0xf00000
 
+static void *per_cpu_addr(u64 sym, u32 cpu)
+{
+	u64 off;
+
+	if (!sym || !ksym_per_cpu_offset ||
+	    bpf_probe_read_kernel(&off, sizeof(off), (void *)(ksym_per_cpu_offset + cpu * 8ULL)))
+		return NULL;
+	return (void *)(sym + off);
+}
+
 static int preempt_count_now(void)
 {
-	if (bpf_ksym_exists(&__preempt_count))
-		return *(int *)bpf_this_cpu_ptr(&__preempt_count);
-	if (bpf_ksym_exists(&pcpu_hot))
-		return BPF_CORE_READ((struct pcpu_hot___oracle *)bpf_this_cpu_ptr(&pcpu_hot),
-				     preempt_count);
+	u32 cpu = bpf_get_smp_processor_id();
+	struct pcpu_hot___oracle *hot;
+	int *pc, v = 0;
+
+	if ((pc = per_cpu_addr(ksym_preempt_count, cpu))) {
+		bpf_probe_read_kernel(&v, sizeof(v), pc);
+		return v;
+	}
+	if ((hot = per_cpu_addr(ksym_pcpu_hot, cpu)))
+		return BPF_CORE_READ(hot, preempt_count);
 	return 0;
 }
 
@@ -172,25 +189,21 @@ static void read_llc(u32 cpu, struct oracle_cpu *c)
 	void *pp;
 
 	c->has_idle_cores = 2;
-	if (bpf_ksym_exists(&sd_llc_shared)) {
-		pp = bpf_per_cpu_ptr(&sd_llc_shared, cpu);
-		if (pp && !bpf_probe_read_kernel(&sds, sizeof(sds), pp) && sds)
-			c->has_idle_cores = BPF_CORE_READ(sds, has_idle_cores) ? 1 : 0;
-	}
-	if (bpf_ksym_exists(&sd_llc)) {
-		pp = bpf_per_cpu_ptr(&sd_llc, cpu);
-		if (pp && !bpf_probe_read_kernel(&sd, sizeof(sd), pp) && sd) {
-			struct sched_domain___sis_prop *sp = (void *)sd;
+	pp = per_cpu_addr(ksym_sd_llc_shared, cpu);
+	if (pp && !bpf_probe_read_kernel(&sds, sizeof(sds), pp) && sds)
+		c->has_idle_cores = BPF_CORE_READ(sds, has_idle_cores) ? 1 : 0;
+	pp = per_cpu_addr(ksym_sd_llc, cpu);
+	if (pp && !bpf_probe_read_kernel(&sd, sizeof(sd), pp) && sd) {
+		struct sched_domain___sis_prop *sp = (void *)sd;
 
-			if (bpf_core_field_exists(sp->avg_scan_cost))
-				c->avg_scan_cost = BPF_CORE_READ(sp, avg_scan_cost);
-		}
+		if (bpf_core_field_exists(sp->avg_scan_cost))
+			c->avg_scan_cost = BPF_CORE_READ(sp, avg_scan_cost);
 	}
 }
 
 static void read_cpu(u32 cpu, struct oracle_cpu *c)
 {
-	struct rq *rq = bpf_per_cpu_ptr(&runqueues, cpu);
+	struct rq *rq = per_cpu_addr(ksym_runqueues, cpu);
 
 	__builtin_memset(c, 0, sizeof(*c));
 	if (!rq)
@@ -216,8 +229,8 @@ static __always_inline int enter(struct task_struct *p, int prev_cpu, u32 wake_f
 		return 0;
 	kernel_hz = CONFIG_HZ;
 	r->now_ns = bpf_ktime_get_ns();
-	if (!bpf_ksym_exists(&jiffies_64) ||
-	    bpf_probe_read_kernel(&r->jiffies, sizeof(r->jiffies), &jiffies_64))
+	if (!ksym_jiffies ||
+	    bpf_probe_read_kernel(&r->jiffies, sizeof(r->jiffies), (void *)ksym_jiffies))
 		r->jiffies = 0;
 	r->prev_cpu = prev_cpu;
 	r->this_cpu = bpf_get_smp_processor_id();

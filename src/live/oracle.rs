@@ -15,8 +15,6 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use scx_wakelab::exit::BadInput;
 use scx_wakelab::oracle::{Sample, SampleCpu, SampleTask, preset_for_release, topology_input};
 
-use super::placement::topology_from_scx;
-
 mod intf {
     #![allow(
         non_upper_case_globals,
@@ -104,6 +102,54 @@ fn parse(data: &[u8]) -> Option<Sample> {
     })
 }
 
+/// Addresses of the kernel symbols bpf/oracle.bpf.c reads, from /proc/kallsyms.
+#[derive(Default)]
+struct Ksyms {
+    per_cpu_offset: u64,
+    runqueues: u64,
+    sd_llc_shared: u64,
+    sd_llc: u64,
+    preempt_count: u64,
+    pcpu_hot: u64,
+    jiffies: u64,
+}
+
+fn ksyms() -> Result<Ksyms> {
+    let text = std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
+    let mut k = Ksyms::default();
+    let mut zeros = 0usize;
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(addr), Some(_), Some(name), None) = (f.next(), f.next(), f.next(), f.next())
+        else {
+            continue; // a module's symbol ("[module]" fourth field) or a malformed line
+        };
+        let slot = match name {
+            "__per_cpu_offset" => &mut k.per_cpu_offset,
+            "runqueues" => &mut k.runqueues,
+            "sd_llc_shared" => &mut k.sd_llc_shared,
+            "sd_llc" => &mut k.sd_llc,
+            "__preempt_count" => &mut k.preempt_count,
+            "pcpu_hot" => &mut k.pcpu_hot,
+            "jiffies_64" => &mut k.jiffies,
+            _ => continue,
+        };
+        let a = u64::from_str_radix(addr, 16).unwrap_or(0);
+        zeros += (a == 0) as usize;
+        *slot = a;
+    }
+    if k.per_cpu_offset == 0 || (zeros > 0 && k.runqueues == 0) {
+        bail!(
+            "/proc/kallsyms hides the kernel's addresses (kernel.kptr_restrict?): the oracle \
+             needs those of __per_cpu_offset and runqueues"
+        );
+    }
+    if k.runqueues == 0 {
+        bail!("/proc/kallsyms has no runqueues: the oracle cannot read the runqueues");
+    }
+    Ok(k)
+}
+
 fn release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
@@ -130,8 +176,8 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
             "{HOOK} takes {arity} parameters here; the oracle knows the 3- and 4-parameter forms"
         );
     }
-    let scx_topo = scx_utils::Topology::new().context("reading the CPU topology")?;
-    let topo = topology_from_scx(&scx_topo)?;
+    let topo = scx_wakelab::oracle::sysfs::topology_from_sys(Path::new("/sys/devices/system"))
+        .map_err(|e| anyhow!("reading the CPU topology: {e}"))?;
     let nr = topo.nr_cpus();
     if nr > intf::oracle_consts_ORACLE_MAX_CPUS as usize {
         bail!(
@@ -147,8 +193,16 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
     let mut open = skel::OracleSkelBuilder::default()
         .open(&mut open_object)
         .context("opening the oracle's BPF object")?;
+    let k = ksyms()?;
     if let Some(r) = open.maps.rodata_data.as_deref_mut() {
         r.nr_cpus = nr as u32;
+        r.ksym_per_cpu_offset = k.per_cpu_offset;
+        r.ksym_runqueues = k.runqueues;
+        r.ksym_sd_llc_shared = k.sd_llc_shared;
+        r.ksym_sd_llc = k.sd_llc;
+        r.ksym_preempt_count = k.preempt_count;
+        r.ksym_pcpu_hot = k.pcpu_hot;
+        r.ksym_jiffies = k.jiffies;
     }
     let three = arity == 3;
     open.progs.oracle_enter3.set_autoload(three);

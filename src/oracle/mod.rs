@@ -508,5 +508,7 @@ pub fn topology_input(topo: &Topology) -> TopologyInput {
     TopologyInput::from_topology(topo)
 }
 
+pub mod sysfs;
+
 #[cfg(test)]
 mod tests;

@@ -166,3 +166,53 @@ fn presets_follow_the_release() {
     assert_eq!(preset_for_release("7.2.13+deb14-amd64").0, "mainline");
     assert_eq!(preset_for_release("garbage").0, "v5.10");
 }
+
+/// A v5.10-style sysfs tree (no cluster_id): 2 packages x 2 cores x 2 threads, the
+/// threads of a core numbered 4 apart, one LLC and one node per package, CPU 7 offline.
+#[test]
+fn topology_from_a_sysfs_tree_without_cluster_ids() {
+    let root = std::env::temp_dir().join(format!("oracle-sysfs-{}", std::process::id()));
+    let w = |p: &str, s: &str| {
+        let f = root.join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, s).unwrap();
+    };
+    w("cpu/present", "0-7\n");
+    w("cpu/online", "0-6\n");
+    w("node/node0/cpulist", "0-1,4-5\n");
+    w("node/node1/cpulist", "2-3,6-7\n");
+    for cpu in 0..8usize {
+        let pkg = (cpu % 4) / 2;
+        let core = cpu % 2;
+        let d = format!("cpu/cpu{cpu}");
+        w(
+            &format!("{d}/topology/physical_package_id"),
+            &format!("{pkg}\n"),
+        );
+        w(&format!("{d}/topology/core_id"), &format!("{core}\n"));
+        let llc = if pkg == 0 { "0-1,4-5" } else { "2-3,6-7" };
+        w(&format!("{d}/cache/index0/level"), "1\n");
+        w(&format!("{d}/cache/index0/type"), "Data\n");
+        w(
+            &format!("{d}/cache/index0/shared_cpu_list"),
+            &format!("{cpu}\n"),
+        );
+        w(&format!("{d}/cache/index3/level"), "3\n");
+        w(&format!("{d}/cache/index3/type"), "Unified\n");
+        w(
+            &format!("{d}/cache/index3/shared_cpu_list"),
+            &format!("{llc}\n"),
+        );
+    }
+    let t = sysfs::topology_from_sys(&root).unwrap();
+    std::fs::remove_dir_all(&root).unwrap();
+    assert_eq!(t.nr_cpus(), 8);
+    assert!(t.is_online(6) && !t.is_online(7));
+    assert!(t.share_cache(0, 5) && !t.share_cache(0, 2));
+    assert_eq!(t.nr_llcs(), 3, "two LLCs and the offline CPU alone");
+    use crate::policy::Distance;
+    assert_eq!(t.distance(0, 4), Distance::SmtSibling);
+    assert_eq!(t.distance(0, 2), Distance::RemoteNode);
+    assert_eq!(sysfs::parse_cpulist("0-2,5").unwrap(), vec![0, 1, 2, 5]);
+    assert!(sysfs::parse_cpulist("3-1").is_err());
+}
