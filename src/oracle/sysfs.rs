@@ -97,7 +97,7 @@ pub fn topology_from_sys(root: &Path) -> Result<Topology, String> {
         }
     }
     let mut descs = Vec::with_capacity(nr);
-    for cpu in 0..nr {
+    for (cpu, &node) in node_of.iter().enumerate() {
         let dir = cpu_root.join(format!("cpu{cpu}"));
         let is_online = online.contains(&cpu);
         let topo = dir.join("topology");
@@ -110,7 +110,7 @@ pub fn topology_from_sys(root: &Path) -> Result<Topology, String> {
             descs.push(CpuDesc {
                 core: (1 << 30) + cpu as u32,
                 llc: (1 << 30) + cpu as u32,
-                node: node_of[cpu],
+                node,
                 online: false,
                 capacity: 1024,
             });
@@ -123,7 +123,7 @@ pub fn topology_from_sys(root: &Path) -> Result<Topology, String> {
             // core_id is unique within a package only.
             core: (pkg << 16) | core,
             llc,
-            node: node_of[cpu],
+            node,
             online: true,
             capacity: read_num(&dir.join("cpu_capacity")).unwrap_or(1024),
         });
