@@ -60,15 +60,25 @@ fn task_of(t: &intf::oracle_task) -> SampleTask {
     }
 }
 
-/// One ring entry as a [`Sample`]; `None` if it is not a whole record.
+/// One ring entry as a [`Sample`]; `None` if it is not a whole record.  BPF sends only the
+/// `nr_cpus` CPU entries it filled.
 fn parse(data: &[u8]) -> Option<Sample> {
-    if data.len() < std::mem::size_of::<intf::oracle_record>() {
+    let full = std::mem::size_of::<intf::oracle_record>();
+    let per_cpu = std::mem::size_of::<intf::oracle_cpu>();
+    let head = full - per_cpu * intf::oracle_consts_ORACLE_MAX_CPUS as usize;
+    if data.len() < head || data.len() > full {
         return None;
     }
-    // SAFETY: the length was checked; the ring's bytes may be unaligned for the struct.
+    let mut bytes = vec![0u8; full];
+    bytes[..data.len()].copy_from_slice(data);
+    // SAFETY: `bytes` holds a whole record (zero-filled beyond what BPF sent); it may be
+    // unaligned for the struct, hence read_unaligned.
     let r: intf::oracle_record =
-        unsafe { std::ptr::read_unaligned(data.as_ptr() as *const intf::oracle_record) };
+        unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const intf::oracle_record) };
     let n = (r.nr_cpus as usize).min(r.cpus.len());
+    if data.len() < head + n * per_cpu {
+        return None;
+    }
     Some(Sample {
         now_ns: r.now_ns,
         jiffies: r.jiffies,
@@ -237,16 +247,39 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
     skel.attach()
         .with_context(|| format!("attaching to {HOOK} (fentry/fexit)"))?;
 
-    let mut sink: Box<dyn Write> = if to_stdout {
-        Box::new(std::io::stdout().lock())
+    let sink: Box<dyn Write + Send> = if to_stdout {
+        Box::new(std::io::stdout())
     } else {
         Box::new(super::open_trace_file(out, overwrite)?)
     };
-    let mut sink_buf = std::io::BufWriter::with_capacity(1 << 20, &mut sink);
-    let ti = topology_input(&topo);
+    // The ring is drained here; records become JSON lines in a writer thread, so that a
+    // slow disk or the conversion does not leave the ring to fill.  A full queue stalls
+    // the drain: records are then lost in BPF, and counted there.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Vec<Sample>)>(1024);
+    let writer = {
+        let (topo, ti, preset) = (topo.clone(), topology_input(&topo), preset.to_string());
+        std::thread::spawn(move || -> std::io::Result<(u64, u64)> {
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, sink);
+            let (mut written, mut refused) = (0u64, 0u64);
+            for (hz, batch) in rx {
+                for s in &batch {
+                    match s.to_trace(written, &topo, &ti, &preset, hz) {
+                        Ok(rec) => {
+                            let mut line = rec.to_json_line();
+                            line.push('\n');
+                            w.write_all(line.as_bytes())?;
+                            written += 1;
+                        }
+                        Err(_) => refused += 1,
+                    }
+                }
+            }
+            w.flush()?;
+            Ok((written, refused))
+        })
+    };
     let inbox: std::rc::Rc<std::cell::RefCell<Vec<Sample>>> = Default::default();
     let unreadable = std::rc::Rc::new(std::cell::Cell::new(0u64));
-    let mut written = 0u64;
     let mut hz = 0u64;
     {
         let mut rbb = libbpf_rs::RingBufferBuilder::new();
@@ -289,18 +322,8 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
                     hz = 250;
                 }
             }
-            for s in &batch {
-                match s.to_trace(written, &topo, &ti, preset, hz) {
-                    Ok(rec) => {
-                        let mut line = rec.to_json_line();
-                        line.push('\n');
-                        sink_buf
-                            .write_all(line.as_bytes())
-                            .with_context(|| format!("writing {}", out.display()))?;
-                        written += 1;
-                    }
-                    Err(_) => unreadable.set(unreadable.get() + 1),
-                }
+            if !batch.is_empty() && tx.send((hz, batch)).is_err() {
+                break; // the writer stopped: its error is reported below
             }
             if last {
                 break;
@@ -308,9 +331,12 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
             last = Instant::now() >= end || stop.load(Ordering::Relaxed);
         }
     }
-    sink_buf
-        .flush()
-        .with_context(|| format!("writing {}", out.display()))?;
+    drop(tx);
+    let (written, refused) = match writer.join() {
+        Ok(r) => r.with_context(|| format!("writing {}", out.display()))?,
+        Err(_) => bail!("the oracle's writer thread failed"),
+    };
+    unreadable.set(unreadable.get() + refused);
     let bss = skel.maps.bss_data.as_deref();
     let full = bss.map_or(0, |b| b.nr_ring_full);
     let unpaired = bss.map_or(0, |b| b.nr_exit_unpaired);

@@ -69,15 +69,14 @@ pub fn preset_for_release(release: &str) -> (&'static str, &'static str) {
     let major: u32 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
     let minor: u32 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
     match (major, minor) {
-        (5, 10) => (
-            "v5.10",
-            "v5.10 (stable 5.10.y may carry backports the preset lacks)",
-        ),
+        (5, 10) => ("v5.10.y", "stable 5.10.y"),
         (5, 11..=12) => ("v5.12", "nearest preset"),
         (5, 13) => ("v5.13", "exact"),
         (5, 14) => ("v5.14", "exact"),
-        (5, 15..) | (6, 0) => ("v5.15", "nearest preset"),
-        (6, 1..=4) => ("v6.0", "nearest preset (6.1.y's backports not modelled)"),
+        (5, 15..) => ("v5.15", "nearest preset"),
+        (6, 0) => ("v6.0", "exact"),
+        (6, 1) => ("v6.1.y", "stable 6.1.y"),
+        (6, 2..=4) => ("v6.1.y", "nearest preset"),
         (6, 5..=11) => ("v6.5", "nearest preset"),
         (6, 12..=15) => ("v6.12.y", "stable 6.12.y"),
         (6, _) | (7.., _) => ("mainline", "mainline"),

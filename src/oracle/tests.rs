@@ -160,8 +160,8 @@ fn compare_counts_agreement_per_kind_and_rule() {
 
 #[test]
 fn presets_follow_the_release() {
-    assert_eq!(preset_for_release("5.10.0-35-amd64").0, "v5.10");
-    assert_eq!(preset_for_release("6.1.0-40-amd64").0, "v6.0");
+    assert_eq!(preset_for_release("5.10.0-35-amd64").0, "v5.10.y");
+    assert_eq!(preset_for_release("6.1.0-40-amd64").0, "v6.1.y");
     assert_eq!(preset_for_release("6.12.48+deb12-amd64").0, "v6.12.y");
     assert_eq!(preset_for_release("7.2.13+deb14-amd64").0, "mainline");
     assert_eq!(preset_for_release("garbage").0, "v5.10");

@@ -334,7 +334,7 @@ flags! {
     }
     recent_used: RecentUsedMode {
         V5_10: RecentUsedMode::V510, V5_15: RecentUsedMode::Prev,
-        V6_5: RecentUsedMode::PrevFixed;
+        V6_1Y: RecentUsedMode::PrevFixed, V6_5: RecentUsedMode::PrevFixed;
         help: "Seed 4, Mel Gorman's patch 3 and its variants for p->recent_used_cpu: v5.10 = \
                return it on a hit and replace it with prev on a hit, the waker records its own \
                CPU (up to v5.14); prev = 89aafd67 + a7ba8948, prev always becomes the next \
@@ -437,7 +437,7 @@ flags! {
         cli: "BOOL", "d8fcb81f (merged v5.11): wake_affine_idle() keeps an idle prev.";
     }
     affine_tally_excludes_prev: bool {
-        V5_10: false, V6_5: true;
+        V5_10: false, V6_1Y: true, V6_5: true;
         help: "39afe5d6 (Libo Chen, \"sched/fair: Fix inaccurate tally of ttwu_move_affine\", \
                merged v6.4, backported to 5.15.y and 6.1.y): nr_wakeups_affine counts only \
                wake-ups that chose the waker's CPU. Before it, WA_IDLE choosing prev was counted \
@@ -457,7 +457,7 @@ flags! {
         cli: "PCT", "imbalance_pct of the SMT domain (kernel 110).";
     }
     kthread_stacking_requires_task: bool {
-        V5_10: false, V6_0: true;
+        V5_10: false, V5_10Y: true, V6_0: true;
         help: "8b4e74cc, \"sched/fair: Fix detection of per-CPU kthreads waking a task\": \
                per-CPU-kthread stacking in select_idle_sibling() needs in_task(). Merged in \
                v5.17, backported to 5.10.y.";
@@ -499,6 +499,9 @@ presets! {
         "Linux v5.10 (v5.10.13): three-scan select_idle_sibling with SIS_PROP, \
          recent_used_cpu variant A (waker records its CPU), per-CPU-kthread stacking from \
          any context; none of the seed patches.";
+    V5_10Y = "v5.10.y" after V5_10:
+        "Linux 5.10 stable as Debian bullseye ships it (5.10.223): v5.10 + 8b4e74cc \
+         (kthread stacking needs in_task(), backported to 5.10.y).";
     V5_12 = "v5.12" after V5_10:
         "v5.10 + d8fcb81f (v5.11: wake_affine_idle() keeps an idle prev) + Mel Gorman's \
          merged SIS rework: SIS_AVG_CPU removed, scan cost under SIS_PROP, 6cd56ef1 \
@@ -516,6 +519,10 @@ presets! {
     V6_0 = "v6.0" after V5_15:
         "v5.15 + 8b4e74cc (v5.17: kthread stacking needs in_task()) + SIS_UTIL in place \
          of SIS_PROP (70fb5ccf).";
+    V6_1Y = "v6.1.y" after V6_0:
+        "Linux 6.1 stable as Debian bookworm ships it (6.1.176): v6.0 + ae2ad293 \
+         (recent_used_cpu mask test fixed) and 39afe5d6 (affine tally), both backported to \
+         6.1.y.";
     V6_5 = "v6.5" after V6_0:
         "v6.0 + 39afe5d6 (v6.4: nr_wakeups_affine no longer counts WA_IDLE's prev) + \
          ae2ad293 (recent_used_cpu mask test fixed: variant D).";

@@ -1,0 +1,46 @@
+#!/bin/sh
+# The oracle lab's guest side (tools/oracle/run): for each workload, record the kernel's
+# own fair-class placements while the workload runs, then replay them through the engine.
+# Env: WORKLOADS (space-separated names below), SECS (seconds of workload each).
+set -u
+LMB=${LMB:-/opt/lmbench/bin}
+SECS=${SECS:-8}
+echo "ORACLE-KERNEL $(uname -r)"
+
+workload() { # name: runs for about SECS seconds
+    end=$(( $(date +%s) + SECS ))
+    case "$1" in
+        sched-pipe) timeout "$SECS" perf bench sched pipe -l 100000000 ;;
+        hackbench-pipes) while [ "$(date +%s)" -lt $end ]; do hackbench -p -g 4 -l 100; done ;;
+        hackbench-sockets) while [ "$(date +%s)" -lt $end ]; do hackbench -g 4 -l 100; done ;;
+        qperf-tcp-lat)
+            qperf & s=$!; sleep 0.3
+            qperf -t "$SECS" 127.0.0.1 tcp_lat; kill $s ;;
+        lat-ctx)
+            while [ "$(date +%s)" -lt $end ]; do env ENOUGH=200000 "$LMB/lat_ctx" -s 0 2; done ;;
+        tbench)
+            tbench_srv & s=$!; sleep 0.3
+            tbench -t "$SECS" -c /wl/client.txt 4 127.0.0.1; kill $s ;;
+        *) echo "unknown workload $1" >&2; return 2 ;;
+    esac
+}
+
+for w in $WORKLOADS; do
+    out=/tmp/oracle-$w.jsonl
+    rm -f "$out"
+    scx_wakelab oracle record --out "$out" --seconds 3600 2>/tmp/rec.err &
+    rec=$!
+    # The file appears once the programs are attached; do not run the workload before.
+    i=0
+    while [ ! -e "$out" ] && kill -0 $rec 2>/dev/null && [ $i -lt 600 ]; do
+        sleep 0.1; i=$((i + 1))
+    done
+    workload "$w" >/dev/null 2>&1
+    kill -INT $rec 2>/dev/null   # the recorder stops cleanly on SIGINT, as on Ctrl-C
+    wait $rec
+    rc=$?
+    echo "ORACLE-BEGIN $w record-rc=$rc"
+    sed 's/^/  record: /' /tmp/rec.err | tail -n 3
+    [ $rc -eq 0 ] && scx_wakelab oracle compare "$out"
+    echo "ORACLE-END $w"
+done
