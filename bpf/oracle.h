@@ -24,7 +24,7 @@ enum oracle_consts {
 	/* CPUs described per record; a larger machine is refused at load. */
 	ORACLE_MAX_CPUS		= 64,
 	/* Ring size in bytes (a power of two, a multiple of the page size). */
-	ORACLE_RING_BYTES	= 16 << 20,
+	ORACLE_RING_BYTES	= 64 << 20,
 };
 
 /* The waker's context, as the engine's WakerContext. */

@@ -305,9 +305,11 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
         loop {
             if last {
                 ring.consume().context("draining the oracle's ring")?;
-            } else {
-                ring.poll(Duration::from_millis(100))
-                    .context("polling the oracle's ring")?;
+            } else if let Err(e) = ring.poll(Duration::from_millis(100)) {
+                // SIGINT (Ctrl-C, or how a script stops us) interrupts the wait: not an error.
+                if e.kind() != libbpf_rs::ErrorKind::Interrupted {
+                    return Err(e).context("polling the oracle's ring");
+                }
             }
             let batch = std::mem::take(&mut *inbox.borrow_mut());
             if !batch.is_empty() && hz == 0 {
