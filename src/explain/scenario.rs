@@ -432,26 +432,20 @@ impl Serialize for CpuStates {
     }
 }
 
-impl<'de> Deserialize<'de> for CpuStates {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = CpuStates;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a list of CPU states or {\"default\": ..., \"overrides\": {...}}")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, a: A) -> Result<CpuStates, A::Error> {
-                Vec::<CpuStateValue>::deserialize(de::value::SeqAccessDeserializer::new(a))
-                    .map(CpuStates::List)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<CpuStates, A::Error> {
-                CpuStateMap::deserialize(de::value::MapAccessDeserializer::new(m))
-                    .map(CpuStates::Map)
-            }
+crate::policy::deserialize_by_visitor!(
+    CpuStates,
+    "a list of CPU states or {\"default\": ..., \"overrides\": {...}}",
+    deserialize_any,
+    {
+        fn visit_seq<A: SeqAccess<'de>>(self, a: A) -> Result<CpuStates, A::Error> {
+            Vec::<CpuStateValue>::deserialize(de::value::SeqAccessDeserializer::new(a))
+                .map(CpuStates::List)
         }
-        d.deserialize_any(V)
+        fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<CpuStates, A::Error> {
+            CpuStateMap::deserialize(de::value::MapAccessDeserializer::new(m)).map(CpuStates::Map)
+        }
     }
-}
+);
 
 impl CpuStates {
     /// Every CPU written out (trace records).

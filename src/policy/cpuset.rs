@@ -11,8 +11,8 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
-use serde::{Deserialize, Serialize, Serializer};
+use serde::de::{self, SeqAccess};
+use serde::{Serialize, Serializer};
 
 /// Largest number of CPUs the policy can describe (NR_CPUS of a big distro config).
 pub const MAX_CPUS: usize = 1024;
@@ -343,33 +343,28 @@ impl Serialize for CpuSet {
     }
 }
 
-impl<'de> Deserialize<'de> for CpuSet {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = CpuSet;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a cpulist string like \"0-3,8\" or an array of CPU ids")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<CpuSet, E> {
-                CpuSet::parse_cpulist(v).map_err(E::custom)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<CpuSet, A::Error> {
-                let mut set = CpuSet::new();
-                while let Some(c) = seq.next_element::<u64>()? {
-                    if c as usize >= MAX_CPUS {
-                        return Err(de::Error::custom(format!(
-                            "CPU {c} is beyond the policy's limit of {MAX_CPUS} CPUs"
-                        )));
-                    }
-                    set.set(c as usize);
-                }
-                Ok(set)
-            }
+super::deserialize_by_visitor!(
+    CpuSet,
+    "a cpulist string like \"0-3,8\" or an array of CPU ids",
+    deserialize_any,
+    {
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<CpuSet, E> {
+            CpuSet::parse_cpulist(v).map_err(E::custom)
         }
-        d.deserialize_any(V)
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<CpuSet, A::Error> {
+            let mut set = CpuSet::new();
+            while let Some(c) = seq.next_element::<u64>()? {
+                if c as usize >= MAX_CPUS {
+                    return Err(de::Error::custom(format!(
+                        "CPU {c} is beyond the policy's limit of {MAX_CPUS} CPUs"
+                    )));
+                }
+                set.set(c as usize);
+            }
+            Ok(set)
+        }
     }
-}
+);
 
 #[cfg(test)]
 mod tests {

@@ -152,14 +152,21 @@ impl Step<'_> {
             .and(allowed)
             .and(topo.llc_mask(target))
             .and(topo.online());
-        for c in sibs.iter() {
-            if c == prev {
+        let c = self.first_idle_of(sibs, Some(prev))?;
+        self.push(Rule::SisSmtPrevSibling);
+        self.cnt.sis_smt_prev_hit += 1;
+        Some(c)
+    }
+
+    /// The first CPU of `cpus` (but `skip`) that is idle or SCHED_IDLE-only, each one
+    /// examined counted as scanned.
+    fn first_idle_of(&mut self, cpus: CpuSet, skip: Option<usize>) -> Option<usize> {
+        for c in cpus.iter() {
+            if Some(c) == skip {
                 continue;
             }
             self.count_scanned(1);
             if self.idle_or_sched_idle(c) {
-                self.push(Rule::SisSmtPrevSibling);
-                self.cnt.sis_smt_prev_hit += 1;
                 return Some(c);
             }
         }
@@ -178,15 +185,10 @@ impl Step<'_> {
             .and(allowed)
             .and(topo.llc_mask(target))
             .and(topo.online());
-        for c in sibs.iter() {
-            self.count_scanned(1);
-            if self.idle_or_sched_idle(c) {
-                self.push(Rule::SisSmtTargetSibling);
-                self.cnt.sis_smt_target_hit += 1;
-                return Some(c);
-            }
-        }
-        None
+        let c = self.first_idle_of(sibs, None)?;
+        self.push(Rule::SisSmtTargetSibling);
+        self.cnt.sis_smt_target_hit += 1;
+        Some(c)
     }
 
     /// v5.10 `select_idle_core(p, sd, target)`: a core whose every sibling is idle, walking

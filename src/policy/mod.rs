@@ -81,6 +81,29 @@
 //! their functions).  SIS_UTIL's formula is an approximation (see
 //! `idle_scan::sis_util_nr_idle_scan`).
 
+/// `impl Deserialize for $ty` through a unit visitor: `expecting` says what the input
+/// should be, the visitor's `visit_*` methods are given as they are, and `$call` is the
+/// `Deserializer` method to drive it (`deserialize_any`, `deserialize_seq`).  Types with a
+/// JSON form of more than one shape (a cpulist string or an array) share this frame.
+macro_rules! deserialize_by_visitor {
+    ($ty:ty, $expecting:expr, $call:ident, { $($methods:tt)* }) => {
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> serde::de::Visitor<'de> for V {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str($expecting)
+                    }
+                    $($methods)*
+                }
+                d.$call(V)
+            }
+        }
+    };
+}
+pub(crate) use deserialize_by_visitor;
+
 pub mod config;
 pub mod counters;
 pub mod cpuset;

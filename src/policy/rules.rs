@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, SeqAccess};
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Serialize, Serializer};
 
@@ -296,28 +296,18 @@ impl Serialize for RuleChain {
     }
 }
 
-impl<'de> Deserialize<'de> for RuleChain {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = RuleChain;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an array of rule names")
+super::deserialize_by_visitor!(RuleChain, "an array of rule names", deserialize_seq, {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RuleChain, A::Error> {
+        let mut c = RuleChain::new();
+        while let Some(r) = seq.next_element::<Rule>()? {
+            if c.len() == RULE_CHAIN_CAP {
+                return Err(de::Error::custom("rule chain longer than its capacity"));
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RuleChain, A::Error> {
-                let mut c = RuleChain::new();
-                while let Some(r) = seq.next_element::<Rule>()? {
-                    if c.len() == RULE_CHAIN_CAP {
-                        return Err(de::Error::custom("rule chain longer than its capacity"));
-                    }
-                    c.push(r);
-                }
-                Ok(c)
-            }
+            c.push(r);
         }
-        d.deserialize_seq(V)
+        Ok(c)
     }
-}
+});
 
 #[cfg(test)]
 mod tests {
