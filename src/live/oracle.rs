@@ -126,6 +126,11 @@ struct Ksyms {
 
 fn ksyms() -> Result<Ksyms> {
     let text = std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
+    ksyms_from(&text)
+}
+
+/// The symbols of a /proc/kallsyms text; module symbols (a fourth field) are skipped.
+fn ksyms_from(text: &str) -> Result<Ksyms> {
     let mut k = Ksyms::default();
     let mut zeros = 0usize;
     for line in text.lines() {
@@ -356,4 +361,41 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
         unpaired
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kallsyms_addresses_are_read_and_hidden_ones_refused() {
+        let text = "ffffffff82a0e2c0 R __per_cpu_offset\n\
+                    0000000000034d40 D runqueues\n\
+                    0000000000020018 D __preempt_count\n\
+                    ffffffffc0000000 t runqueues\t[fake_module]\n\
+                    ffffffff83c05a00 D jiffies_64\n";
+        let k = ksyms_from(text).unwrap();
+        assert_eq!(k.per_cpu_offset, 0xffffffff82a0e2c0);
+        assert_eq!(k.runqueues, 0x34d40);
+        assert_eq!(k.preempt_count, 0x20018);
+        assert_eq!((k.sd_llc, k.pcpu_hot), (0, 0));
+        let hidden = "0000000000000000 R __per_cpu_offset\n0000000000000000 D runqueues\n";
+        let e = ksyms_from(hidden).err().unwrap().to_string();
+        assert!(e.contains("kptr_restrict"), "{e}");
+        let e = ksyms_from("ffffffff82a0e2c0 R __per_cpu_offset\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("no runqueues"), "{e}");
+    }
+
+    #[test]
+    fn a_short_or_oversized_ring_entry_is_not_a_record() {
+        assert!(parse(&[0u8; 8]).is_none());
+        let full = std::mem::size_of::<intf::oracle_record>();
+        assert!(parse(&vec![0u8; full + 1]).is_none());
+        // A whole record describing no CPU parses.
+        let s = parse(&vec![0u8; full]).unwrap();
+        assert!(s.cpus.is_empty());
+    }
 }
