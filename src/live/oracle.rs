@@ -29,6 +29,24 @@ mod skel {
 }
 
 const BTF_PATH: &str = "/sys/kernel/btf/vmlinux";
+/// Records read from the ring at a time, and batches waiting for the writer thread: about
+/// 2048 x 4 x 0.7 KiB = 6 MiB for 8 CPUs, well inside the scheduler's fixed heap.
+const BATCH: usize = 2048;
+const QUEUED_BATCHES: usize = 4;
+
+/// Waits up to `ms` for the ring's epoll fd to have data; a signal ends the wait early.
+fn wait_readable(epoll_fd: i32, ms: i32) -> Result<()> {
+    let mut ev = libc::epoll_event { events: 0, u64: 0 };
+    // SAFETY: one event into a local buffer of one.
+    let r = unsafe { libc::epoll_wait(epoll_fd, &mut ev, 1, ms) };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e).context("waiting on the oracle's ring");
+        }
+    }
+    Ok(())
+}
 const HOOK: &str = "select_task_rq_fair";
 
 /// How many parameters the kernel's select_task_rq_fair() takes (3 from v5.11, 4 before).
@@ -260,7 +278,7 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
     // The ring is drained here; records become JSON lines in a writer thread, so that a
     // slow disk or the conversion does not leave the ring to fill.  A full queue stalls
     // the drain: records are then lost in BPF, and counted there.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Vec<Sample>)>(1024);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Vec<Sample>)>(QUEUED_BATCHES);
     let writer = {
         let (topo, ti, preset) = (topo.clone(), topology_input(&topo), preset.to_string());
         std::thread::spawn(move || -> std::io::Result<(u64, u64)> {
@@ -307,30 +325,37 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
         );
         let end = Instant::now() + Duration::from_secs(seconds);
         let mut last = false;
-        loop {
-            if last {
-                ring.consume().context("draining the oracle's ring")?;
-            } else if let Err(e) = ring.poll(Duration::from_millis(100)) {
-                // SIGINT (Ctrl-C, or how a script stops us) interrupts the wait: not an error.
-                if e.kind() != libbpf_rs::ErrorKind::Interrupted {
-                    return Err(e).context("polling the oracle's ring");
-                }
+        'record: loop {
+            if !last {
+                wait_readable(ring.epoll_fd(), 100)?;
             }
-            let batch = std::mem::take(&mut *inbox.borrow_mut());
-            if !batch.is_empty() && hz == 0 {
-                // Set by BPF before its first record; 0 where libbpf found no kernel config.
-                hz = skel
-                    .maps
-                    .bss_data
-                    .as_deref()
-                    .map_or(0, |b| b.kernel_hz as u64);
-                if hz == 0 {
-                    log::warn!("oracle: the kernel's CONFIG_HZ is unknown; assuming 250");
-                    hz = 250;
+            // At most BATCH records per read: the scheduler's heap is fixed, so what waits
+            // for the writer is bounded (BATCH x the channel's capacity); beyond that the
+            // ring fills and BPF counts what it loses.
+            loop {
+                let n = ring.consume_raw_n(BATCH);
+                if n < 0 {
+                    bail!("reading the oracle's ring failed: {n}");
                 }
-            }
-            if !batch.is_empty() && tx.send((hz, batch)).is_err() {
-                break; // the writer stopped: its error is reported below
+                let batch = std::mem::take(&mut *inbox.borrow_mut());
+                if !batch.is_empty() && hz == 0 {
+                    // Set by BPF before its first record; 0 where libbpf found no config.
+                    hz = skel
+                        .maps
+                        .bss_data
+                        .as_deref()
+                        .map_or(0, |b| b.kernel_hz as u64);
+                    if hz == 0 {
+                        log::warn!("oracle: the kernel's CONFIG_HZ is unknown; assuming 250");
+                        hz = 250;
+                    }
+                }
+                if !batch.is_empty() && tx.send((hz, batch)).is_err() {
+                    break 'record; // the writer stopped: its error is reported below
+                }
+                if (n as usize) < BATCH {
+                    break;
+                }
             }
             if last {
                 break;
