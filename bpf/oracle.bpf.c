@@ -77,17 +77,18 @@ struct pcpu_hot___oracle {
 	int preempt_count;
 } __attribute__((preserve_access_index));
 
-/* Fields some versions have and the bundled vmlinux.h may not. */
-struct cfs_rq___pre614 {
-	unsigned int h_nr_running;
-	unsigned int idle_h_nr_running;
+/*
+ * cfs_rq counts, named per version (and mixed in stable kernels: 6.12.y has
+ * h_nr_queued and h_nr_runnable beside idle_h_nr_running). Every one is read
+ * behind its own bpf_core_field_exists().
+ */
+struct cfs_rq___counts {
+	unsigned int h_nr_running;	/* to v6.13 */
+	unsigned int h_nr_queued;	/* v6.14, and 6.12.y */
+	unsigned int h_nr_runnable;	/* v6.14, and 6.12.y */
 	unsigned int h_nr_delayed;	/* v6.12, v6.13 */
-} __attribute__((preserve_access_index));
-
-struct cfs_rq___614 {
-	unsigned int h_nr_queued;
-	unsigned int h_nr_runnable;
-	unsigned int h_nr_idle;
+	unsigned int idle_h_nr_running;	/* to v6.13 */
+	unsigned int h_nr_idle;		/* v6.14 */
 } __attribute__((preserve_access_index));
 
 struct sched_domain___sis_prop {
@@ -168,18 +169,22 @@ static void read_task(struct task_struct *p, struct oracle_task *t)
 /* cfs's delayed sleepers and SCHED_IDLE tasks, named per version. */
 static void read_cfs_counts(struct rq *rq, struct oracle_cpu *c)
 {
-	struct cfs_rq___614 *n = (void *)&rq->cfs;
-	struct cfs_rq___pre614 *o = (void *)&rq->cfs;
+	struct cfs_rq___counts *q = (void *)&rq->cfs;
+	u32 queued = 0;
 
-	if (bpf_core_field_exists(n->h_nr_runnable)) {
-		c->nr_delayed = BPF_CORE_READ(n, h_nr_queued) - BPF_CORE_READ(n, h_nr_runnable);
-		c->nr_sched_idle = BPF_CORE_READ(n, h_nr_idle);
-		return;
+	if (bpf_core_field_exists(q->h_nr_delayed)) {
+		c->nr_delayed = BPF_CORE_READ(q, h_nr_delayed);
+	} else if (bpf_core_field_exists(q->h_nr_runnable)) {
+		if (bpf_core_field_exists(q->h_nr_queued))
+			queued = BPF_CORE_READ(q, h_nr_queued);
+		else if (bpf_core_field_exists(q->h_nr_running))
+			queued = BPF_CORE_READ(q, h_nr_running);
+		c->nr_delayed = queued - BPF_CORE_READ(q, h_nr_runnable);
 	}
-	if (bpf_core_field_exists(o->h_nr_delayed))
-		c->nr_delayed = BPF_CORE_READ(o, h_nr_delayed);
-	if (bpf_core_field_exists(o->idle_h_nr_running))
-		c->nr_sched_idle = BPF_CORE_READ(o, idle_h_nr_running);
+	if (bpf_core_field_exists(q->h_nr_idle))
+		c->nr_sched_idle = BPF_CORE_READ(q, h_nr_idle);
+	else if (bpf_core_field_exists(q->idle_h_nr_running))
+		c->nr_sched_idle = BPF_CORE_READ(q, idle_h_nr_running);
 }
 
 static void read_llc(u32 cpu, struct oracle_cpu *c)
