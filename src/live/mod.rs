@@ -343,9 +343,28 @@ pub fn check_files(
     control::check_socket(socket, &access)?;
     stats_socket::check_stats_socket(stats_socket, &access)?;
     if let Some(t) = trace {
-        check_trace_path(t, files.trace_overwrite)?;
+        check_trace_path(t, Overwrite::trace(files.trace_overwrite))?;
     }
     Ok(())
+}
+
+/// Whether an existing trace file may be replaced, and the option that says so (named in
+/// the refusal): `--trace-overwrite` for the scheduler's trace, `--overwrite` for
+/// `oracle record`'s.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Overwrite {
+    pub allowed: bool,
+    pub flag: &'static str,
+}
+
+impl Overwrite {
+    /// The scheduler's `--trace` file.
+    pub(crate) fn trace(allowed: bool) -> Self {
+        Overwrite {
+            allowed,
+            flag: "--trace-overwrite",
+        }
+    }
 }
 
 /// Why a trace path is refused; bad input (exit 2).
@@ -355,14 +374,15 @@ enum TraceRefusal {
     NotRegular,
 }
 
-fn trace_refusal(path: &Path, why: TraceRefusal) -> anyhow::Error {
+fn trace_refusal(path: &Path, why: TraceRefusal, overwrite: Overwrite) -> anyhow::Error {
     let p = path.display();
     scx_wakelab::exit::BadInput(match why {
         TraceRefusal::Link => {
             format!("the trace file {p} is a symbolic link; refusing to write through it")
         }
         TraceRefusal::Exists => format!(
-            "the trace file {p} already exists; remove it, name another, or pass --trace-overwrite"
+            "the trace file {p} already exists; remove it, name another, or pass {}",
+            overwrite.flag
         ),
         TraceRefusal::NotRegular => {
             format!("the trace file {p} is not a regular file; refusing to write to it")
@@ -387,7 +407,7 @@ pub(crate) fn why_not_creatable(path: &Path) -> Option<String> {
 }
 
 /// open_trace_file's refusals, from the path alone.
-fn check_trace_path(path: &Path, overwrite: bool) -> Result<()> {
+pub(crate) fn check_trace_path(path: &Path, overwrite: Overwrite) -> Result<()> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => match why_not_creatable(path) {
             Some(why) => Err(scx_wakelab::exit::BadInput(format!(
@@ -402,9 +422,9 @@ fn check_trace_path(path: &Path, overwrite: bool) -> Result<()> {
             path.display()
         ))
         .into()),
-        Ok(md) if md.is_symlink() => Err(trace_refusal(path, TraceRefusal::Link)),
-        Ok(_) if !overwrite => Err(trace_refusal(path, TraceRefusal::Exists)),
-        Ok(md) if !md.is_file() => Err(trace_refusal(path, TraceRefusal::NotRegular)),
+        Ok(md) if md.is_symlink() => Err(trace_refusal(path, TraceRefusal::Link, overwrite)),
+        Ok(_) if !overwrite.allowed => Err(trace_refusal(path, TraceRefusal::Exists, overwrite)),
+        Ok(md) if !md.is_file() => Err(trace_refusal(path, TraceRefusal::NotRegular, overwrite)),
         Ok(_) => Ok(()),
     }
 }
@@ -414,7 +434,7 @@ fn check_trace_path(path: &Path, overwrite: bool) -> Result<()> {
 /// runs as root, and a link planted in a shared directory would make it
 /// truncate any file), never a FIFO or device. Mode 0600 whatever the umask:
 /// the trace names every task and its pid.
-pub(crate) fn open_trace_file(path: &Path, overwrite: bool) -> Result<std::fs::File> {
+pub(crate) fn open_trace_file(path: &Path, overwrite: Overwrite) -> Result<std::fs::File> {
     // A refusal of the path the caller named is bad input: exit 2, not 1.
     macro_rules! bail_input {
         ($($arg:tt)*) => {
@@ -425,7 +445,7 @@ pub(crate) fn open_trace_file(path: &Path, overwrite: bool) -> Result<std::fs::F
     let p = path.display();
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).mode(0o600);
-    if overwrite {
+    if overwrite.allowed {
         // O_NONBLOCK: opening a FIFO without a reader fails (ENXIO) instead
         // of waiting for one; it changes nothing for a regular file.
         opts.create(true)
@@ -440,12 +460,14 @@ pub(crate) fn open_trace_file(path: &Path, overwrite: bool) -> Result<std::fs::F
         Err(e) => {
             let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink());
             if is_link {
-                return Err(trace_refusal(path, TraceRefusal::Link));
+                return Err(trace_refusal(path, TraceRefusal::Link, overwrite));
             }
             match e.raw_os_error() {
-                Some(libc::EEXIST) => return Err(trace_refusal(path, TraceRefusal::Exists)),
+                Some(libc::EEXIST) => {
+                    return Err(trace_refusal(path, TraceRefusal::Exists, overwrite));
+                }
                 Some(libc::EISDIR) | Some(libc::ENXIO) => {
-                    return Err(trace_refusal(path, TraceRefusal::NotRegular));
+                    return Err(trace_refusal(path, TraceRefusal::NotRegular, overwrite));
                 }
                 Some(libc::ENOENT) | Some(libc::ENOTDIR) => {
                     bail_input!("cannot create the trace file {p}: {e}")
@@ -458,12 +480,12 @@ pub(crate) fn open_trace_file(path: &Path, overwrite: bool) -> Result<std::fs::F
         .metadata()
         .with_context(|| format!("inspecting the trace file {p}"))?;
     if !md.file_type().is_file() {
-        return Err(trace_refusal(path, TraceRefusal::NotRegular));
+        return Err(trace_refusal(path, TraceRefusal::NotRegular, overwrite));
     }
     // Through the fd, not the path: it is the file just checked.
     file.set_permissions(std::fs::Permissions::from_mode(0o600))
         .with_context(|| format!("setting the mode of the trace file {p}"))?;
-    if overwrite {
+    if overwrite.allowed {
         file.set_len(0)
             .with_context(|| format!("truncating the trace file {p}"))?;
     }
@@ -481,7 +503,7 @@ fn spawn_trace_writer(
     std::thread::JoinHandle<Result<u64>>,
 )> {
     use std::io::Write;
-    let file = open_trace_file(path, overwrite)?;
+    let file = open_trace_file(path, Overwrite::trace(overwrite))?;
     // Bounded small: the channel's slots come out of the agent's fixed
     // 64 MiB heap (rustland_core's allocator), and each record is ~1 KiB
     // plus what it points to.
@@ -514,10 +536,10 @@ mod tests {
 
     /// The refusal's message; every refusal is bad input (exit 2).
     fn err(path: &std::path::Path, overwrite: bool) -> String {
-        let e = open_trace_file(path, overwrite).unwrap_err();
+        let e = open_trace_file(path, super::Overwrite::trace(overwrite)).unwrap_err();
         // The check before loading refuses it too, and says the same (but
         // for a missing directory, which it words without an errno).
-        let early = super::check_trace_path(path, overwrite).unwrap_err();
+        let early = super::check_trace_path(path, super::Overwrite::trace(overwrite)).unwrap_err();
         assert!(
             early.to_string() == e.to_string() || early.to_string().contains("is not a directory"),
             "{early} / {e}"
@@ -533,8 +555,8 @@ mod tests {
     #[test]
     fn trace_file_is_new_and_0600() {
         let p = temp("new");
-        super::check_trace_path(&p, false).unwrap();
-        let f = open_trace_file(&p, false).unwrap();
+        super::check_trace_path(&p, super::Overwrite::trace(false)).unwrap();
+        let f = open_trace_file(&p, super::Overwrite::trace(false)).unwrap();
         drop(f);
         let md = std::fs::symlink_metadata(&p).unwrap();
         assert!(md.is_file());
@@ -557,8 +579,8 @@ mod tests {
         assert!(e.contains("already exists"), "{e}");
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "earlier trace");
         // Asked to: truncated, and no longer readable by others.
-        super::check_trace_path(&p, true).unwrap();
-        drop(open_trace_file(&p, true).unwrap());
+        super::check_trace_path(&p, super::Overwrite::trace(true)).unwrap();
+        drop(open_trace_file(&p, super::Overwrite::trace(true)).unwrap());
         let md = std::fs::metadata(&p).unwrap();
         assert_eq!(md.len(), 0);
         assert_eq!(md.mode() & 0o7777, 0o600);
@@ -597,7 +619,7 @@ mod tests {
         let dir = temp("slash");
         let p = PathBuf::from(format!("{}/", dir.display()));
         for overwrite in [false, true] {
-            let e = super::check_trace_path(&p, overwrite).unwrap_err();
+            let e = super::check_trace_path(&p, super::Overwrite::trace(overwrite)).unwrap_err();
             assert_eq!(
                 scx_wakelab::exit::code_of(&e, 1),
                 scx_wakelab::exit::BAD_INPUT

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use scx_wakelab::exit::BadInput;
 use scx_wakelab::oracle::{Sample, SampleCpu, SampleTask, preset_for_release, topology_input};
 
 mod intf {
@@ -193,12 +192,13 @@ fn release() -> String {
 pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
     super::env_checks::check_root(unsafe { libc::geteuid() })?;
     let to_stdout = out.as_os_str() == "-";
-    if !to_stdout && !overwrite && std::fs::symlink_metadata(out).is_ok() {
-        return Err(BadInput(format!(
-            "{} already exists; remove it, name another, or pass --overwrite",
-            out.display()
-        ))
-        .into());
+    let overwrite = super::Overwrite {
+        allowed: overwrite,
+        flag: "--overwrite",
+    };
+    // The trace file's own checks, before anything is loaded.
+    if !to_stdout {
+        super::check_trace_path(out, overwrite)?;
     }
     if !Path::new(BTF_PATH).exists() {
         bail!("this kernel has no BTF ({BTF_PATH} is missing): the oracle cannot attach");

@@ -5,32 +5,7 @@
 
 use std::path::Path;
 
-use crate::policy::{CpuDesc, Topology};
-
-/// `0-3,8,10-11` as CPU ids.
-pub fn parse_cpulist(s: &str) -> Result<Vec<usize>, String> {
-    let mut out = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a, b),
-            None => (part, part),
-        };
-        let parse = |x: &str| {
-            x.trim()
-                .parse::<usize>()
-                .map_err(|_| format!("'{s}' is not a CPU list"))
-        };
-        let (a, b) = (parse(a)?, parse(b)?);
-        if b < a || b >= crate::policy::MAX_CPUS {
-            return Err(format!(
-                "'{s}' is not a CPU list of at most {} CPUs",
-                crate::policy::MAX_CPUS
-            ));
-        }
-        out.extend(a..=b);
-    }
-    Ok(out)
-}
+use crate::policy::{CpuDesc, CpuSet, Topology};
 
 fn read(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
@@ -41,8 +16,8 @@ fn read_num(path: &Path) -> Option<u32> {
 }
 
 /// The shared_cpu_list of `cpu`'s last level of data or unified cache, if sysfs has one.
-fn llc_cpus(cpu_dir: &Path) -> Option<Vec<usize>> {
-    let mut best: Option<(u32, Vec<usize>)> = None;
+fn llc_cpus(cpu_dir: &Path) -> Option<CpuSet> {
+    let mut best: Option<(u32, CpuSet)> = None;
     for e in std::fs::read_dir(cpu_dir.join("cache")).ok()?.flatten() {
         let d = e.path();
         if !e.file_name().to_string_lossy().starts_with("index") {
@@ -56,7 +31,7 @@ fn llc_cpus(cpu_dir: &Path) -> Option<Vec<usize>> {
         else {
             continue;
         };
-        let Ok(cpus) = parse_cpulist(&list) else {
+        let Ok(cpus) = CpuSet::parse_cpulist(&list) else {
             continue;
         };
         if best.as_ref().is_none_or(|(l, _)| level > *l) {
@@ -71,12 +46,12 @@ pub fn topology_from_sys(root: &Path) -> Result<Topology, String> {
     let cpu_root = root.join("cpu");
     let present = read(&cpu_root.join("present"))
         .ok_or_else(|| format!("cannot read {}", cpu_root.join("present").display()))?;
-    let present = parse_cpulist(&present)?;
+    let present = CpuSet::parse_cpulist(&present)?;
     let online = read(&cpu_root.join("online"))
-        .map(|s| parse_cpulist(&s))
+        .map(|s| CpuSet::parse_cpulist(&s))
         .transpose()?
-        .unwrap_or_else(|| present.clone());
-    let nr = present.iter().max().map_or(0, |m| m + 1);
+        .unwrap_or(present);
+    let nr = present.iter().last().map_or(0, |m| m + 1);
     let mut node_of = vec![0u32; nr];
     if let Ok(nodes) = std::fs::read_dir(root.join("node")) {
         for e in nodes.flatten() {
@@ -88,7 +63,7 @@ pub fn topology_from_sys(root: &Path) -> Result<Topology, String> {
                 continue;
             };
             if let Some(list) = read(&e.path().join("cpulist")) {
-                for c in parse_cpulist(&list)? {
+                for c in CpuSet::parse_cpulist(&list)?.iter() {
                     if c < nr {
                         node_of[c] = id;
                     }
@@ -99,7 +74,7 @@ pub fn topology_from_sys(root: &Path) -> Result<Topology, String> {
     let mut descs = Vec::with_capacity(nr);
     for (cpu, &node) in node_of.iter().enumerate() {
         let dir = cpu_root.join(format!("cpu{cpu}"));
-        let is_online = online.contains(&cpu);
+        let is_online = online.contains(cpu);
         let topo = dir.join("topology");
         let ids = (
             read_num(&topo.join("physical_package_id")),
@@ -117,7 +92,7 @@ pub fn topology_from_sys(root: &Path) -> Result<Topology, String> {
             continue;
         };
         let llc = llc_cpus(&dir)
-            .and_then(|c| c.into_iter().min())
+            .and_then(|c| c.iter().next())
             .map_or((1 << 29) + pkg, |c| c as u32);
         descs.push(CpuDesc {
             // core_id is unique within a package only.

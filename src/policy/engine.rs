@@ -177,7 +177,8 @@ pub enum WeightOutcome {
 /// The waker's CPU wins if, after moving the task there, its load (scaled by prev's
 /// capacity and by 100) is below prev's remaining load (scaled by this CPU's capacity and by
 /// `100 + (imbalance_pct - 100) / 2`: WA_BIAS inflates prev's side, so it favours the
-/// waker's CPU).  A sync wake-up discounts the waker, who is about to sleep, and breaks ties towards the waker.
+/// waker's CPU).  A sync wake-up discounts the waker, who is about to sleep, and breaks ties
+/// towards the waker.
 /// Computed in i128 so that no realistic load can overflow (the kernel uses s64).
 pub fn wake_affine_weight_calc(w: &WeightInputs) -> WeightOutcome {
     let mut this_eff = w.this_load as i128;
