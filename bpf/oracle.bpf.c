@@ -19,7 +19,9 @@
  * are read behind bpf_core_field_exists(). What this program reads races
  * with the other CPUs exactly as the kernel's own reads do: the record is
  * the state select_task_rq_fair() could have seen, a few hundred
- * nanoseconds apart from what it did see.
+ * nanoseconds apart from what it did see. fexit reads each CPU again and
+ * marks the ones that changed, so a replay can tell a disagreement that
+ * may come from the race from one that cannot.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -93,6 +95,10 @@ struct cfs_rq___counts {
 
 struct sched_domain___sis_prop {
 	u64 avg_scan_cost;		/* to v6.6 */
+} __attribute__((preserve_access_index));
+
+struct sched_domain_shared___sis_util {
+	int nr_idle_scan;		/* v6.0+ (70fb5ccf) */
 } __attribute__((preserve_access_index));
 
 /* Wake flags: the v5.11+ values, which the engine uses too. */
@@ -194,9 +200,15 @@ static void read_llc(u32 cpu, struct oracle_cpu *c)
 	void *pp;
 
 	c->has_idle_cores = 2;
+	c->nr_idle_scan = ORACLE_UNKNOWN;
 	pp = per_cpu_addr(ksym_sd_llc_shared, cpu);
-	if (pp && !bpf_probe_read_kernel(&sds, sizeof(sds), pp) && sds)
+	if (pp && !bpf_probe_read_kernel(&sds, sizeof(sds), pp) && sds) {
+		struct sched_domain_shared___sis_util *su = (void *)sds;
+
 		c->has_idle_cores = BPF_CORE_READ(sds, has_idle_cores) ? 1 : 0;
+		if (bpf_core_field_exists(su->nr_idle_scan))
+			c->nr_idle_scan = BPF_CORE_READ(su, nr_idle_scan);
+	}
 	pp = per_cpu_addr(ksym_sd_llc, cpu);
 	if (pp && !bpf_probe_read_kernel(&sd, sizeof(sd), pp) && sd) {
 		struct sched_domain___sis_prop *sp = (void *)sd;
@@ -206,6 +218,14 @@ static void read_llc(u32 cpu, struct oracle_cpu *c)
 	}
 }
 
+/* The fields of a CPU that other CPUs' wake-ups and switches change under us. */
+static void read_volatile(struct rq *rq, struct oracle_cpu *c)
+{
+	c->nr_running = BPF_CORE_READ(rq, nr_running);
+	c->ttwu_pending = BPF_CORE_READ(rq, ttwu_pending) ? 1 : 0;
+	c->curr_is_idle = BPF_CORE_READ(rq, curr) == BPF_CORE_READ(rq, idle);
+}
+
 static void read_cpu(u32 cpu, struct oracle_cpu *c)
 {
 	struct rq *rq = per_cpu_addr(ksym_runqueues, cpu);
@@ -213,9 +233,7 @@ static void read_cpu(u32 cpu, struct oracle_cpu *c)
 	__builtin_memset(c, 0, sizeof(*c));
 	if (!rq)
 		return;
-	c->nr_running = BPF_CORE_READ(rq, nr_running);
-	c->ttwu_pending = BPF_CORE_READ(rq, ttwu_pending) ? 1 : 0;
-	c->curr_is_idle = BPF_CORE_READ(rq, curr) == BPF_CORE_READ(rq, idle);
+	read_volatile(rq, c);
 	c->capacity = BPF_CORE_READ(rq, cpu_capacity);
 	c->avg_idle = BPF_CORE_READ(rq, avg_idle);
 	c->load_avg = BPF_CORE_READ(rq, cfs.avg.load_avg);
@@ -247,6 +265,7 @@ static __always_inline int enter(struct task_struct *p, int prev_cpu, u32 wake_f
 	if (n > ORACLE_MAX_CPUS)
 		n = ORACLE_MAX_CPUS;
 	r->nr_cpus = n;
+	r->changed_cpus = 0;
 	for (i = 0; i < ORACLE_MAX_CPUS; i++) {
 		if (i >= n)
 			break;
@@ -254,6 +273,35 @@ static __always_inline int enter(struct task_struct *p, int prev_cpu, u32 wake_f
 	}
 	*on = 1;
 	return 0;
+}
+
+/*
+ * Which CPUs changed while the kernel decided: read each one's volatile
+ * fields again and compare with the entry's. A CPU that changed and changed
+ * back in between goes unseen, so this counts the race from below.
+ */
+static u64 changed_since_entry(struct oracle_record *r)
+{
+	struct oracle_cpu now;
+	u64 mask = 0;
+	u32 i;
+
+	for (i = 0; i < ORACLE_MAX_CPUS; i++) {
+		struct oracle_cpu *was;
+		struct rq *rq;
+
+		if (i >= r->nr_cpus)
+			break;
+		rq = per_cpu_addr(ksym_runqueues, i);
+		if (!rq)
+			continue;
+		was = &r->cpus[i];
+		read_volatile(rq, &now);
+		if (now.nr_running != was->nr_running || now.ttwu_pending != was->ttwu_pending ||
+		    now.curr_is_idle != was->curr_is_idle)
+			mask |= 1ULL << i;
+	}
+	return mask;
 }
 
 static __always_inline int leave(int chosen)
@@ -271,6 +319,7 @@ static __always_inline int leave(int chosen)
 	}
 	*on = 0;
 	r->chosen_cpu = chosen;
+	r->changed_cpus = changed_since_entry(r);
 	/* Only the CPUs described: 8 CPUs make a record of ~0.6 KiB, not 3.6. */
 	size = sizeof(*r) - sizeof(r->cpus) + r->nr_cpus * sizeof(r->cpus[0]);
 	if (size > sizeof(*r))

@@ -8,7 +8,7 @@
  *
  * One record per select_task_rq_fair() call: what the function was asked,
  * the state it read, captured on entry, and the CPU it returned, captured on
- * exit. Owner of every field: BPF (written once, then submitted to the ring).
+ * exit, with which CPUs' state changed in between. Owner of every field: BPF (written once, then submitted to the ring).
  */
 #ifndef __WAKELAB_ORACLE_H
 #define __WAKELAB_ORACLE_H
@@ -26,6 +26,9 @@ enum oracle_consts {
 	/* Ring size in bytes (a power of two, a multiple of the page size). */
 	ORACLE_RING_BYTES	= 64 << 20,
 };
+
+/* A u32 field the running kernel does not have. */
+#define ORACLE_UNKNOWN	0xffffffffU
 
 /* The waker's context, as the engine's WakerContext. */
 enum oracle_context {
@@ -47,7 +50,9 @@ struct oracle_cpu {
 	u8 curr_is_idle;	/* rq->curr == rq->idle */
 	u8 ttwu_pending;	/* rq->ttwu_pending */
 	u8 has_idle_cores;	/* its sd_llc_shared->has_idle_cores; 2 = unknown */
-	u8 pad[5];
+	u8 pad;
+	u32 nr_idle_scan;	/* its sd_llc_shared->nr_idle_scan (SIS_UTIL, v6.0+);
+				 * ORACLE_UNKNOWN where the kernel has none */
 };
 
 struct oracle_task {
@@ -74,6 +79,12 @@ struct oracle_record {
 	u32 wake_flags;		/* WF_EXEC/FORK/TTWU/SYNC as v5.11+ number them */
 	u32 context;		/* enum oracle_context */
 	u32 nr_cpus;		/* entries of cpus[] filled */
+	/*
+	 * The race: bit i is set when CPU i's nr_running, curr_is_idle or
+	 * ttwu_pending read on exit differs from cpus[i] read on entry, so the
+	 * kernel may have decided on state other than the record's.
+	 */
+	u64 changed_cpus;
 	struct oracle_cpu cpus[ORACLE_MAX_CPUS];
 };
 

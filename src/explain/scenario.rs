@@ -29,9 +29,10 @@
 //!   every CPU allowed).  `wake` gives `sync` and `kind` (ttwu/fork/exec), or raw
 //!   `wake_flags`; `waker` defaults to a task-context waker with load 1024 and no wakee
 //!   flips.
-//! - `llc_state`: per-LLC engine state (`has_idle_cores`, `avg_scan_cost_ns`) by dense LLC
-//!   index.  Omitted: the idle-core hints are taken from the snapshot (true exactly where a
-//!   whole idle core exists) and the SIS_PROP scan cost starts at 0.
+//! - `llc_state`: per-LLC engine state (`has_idle_cores`, `avg_scan_cost_ns`, and SIS_UTIL's
+//!   stored `nr_idle_scan`) by dense LLC index.  Omitted: the idle-core hints are taken from
+//!   the snapshot (true exactly where a whole idle core exists), the SIS_PROP scan cost
+//!   starts at 0 and SIS_UTIL derives its depth from the CPUs' `util`.
 //! - `expect`: what the file's own policy must decide (`cpu`, `rules` that must appear in
 //!   the chain, `pull`, `pulled_pid`); `explain` checks it unless `--preset`/`--set`
 //!   override the policy.
@@ -613,6 +614,9 @@ pub struct LlcStateInput {
     pub has_idle_cores: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub avg_scan_cost_ns: Option<u64>,
+    /// SIS_UTIL's scan depth as the kernel stored it; absent = derived from `util`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nr_idle_scan: Option<u64>,
 }
 
 /// What the file's own policy must decide.
@@ -684,6 +688,10 @@ pub struct TraceRecord {
     /// The live run's rule chain (rule names); empty = not recorded, not compared.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recorded_chain: Vec<String>,
+    /// The kernel oracle's: CPUs whose runqueue changed while the recorded kernel decided,
+    /// so that it may have read other state than `cpus` (absent = not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_cpus: Option<Vec<usize>>,
 }
 
 impl TraceRecord {
@@ -711,12 +719,14 @@ impl TraceRecord {
                         llc: i,
                         has_idle_cores: Some(s.has_idle_cores),
                         avg_scan_cost_ns: Some(s.avg_scan_cost_ns),
+                        nr_idle_scan: s.nr_idle_scan,
                     })
                     .collect(),
             ),
             task: *task,
             wake: WakeInput::from_ctx(wake),
             recorded_cpu: decision.cpu,
+            changed_cpus: None,
             recorded_chain: decision
                 .chain
                 .names()
@@ -941,6 +951,9 @@ impl Scenario {
                 }
                 if let Some(c) = l.avg_scan_cost_ns {
                     slot.avg_scan_cost_ns = c;
+                }
+                if l.nr_idle_scan.is_some() {
+                    slot.nr_idle_scan = l.nr_idle_scan;
                 }
             }
         }

@@ -124,8 +124,10 @@ fn parse(data: &[u8]) -> Option<Sample> {
                     1 => Some(true),
                     _ => None,
                 },
+                nr_idle_scan: (c.nr_idle_scan != intf::ORACLE_UNKNOWN).then_some(c.nr_idle_scan),
             })
             .collect(),
+        changed_cpus: r.changed_cpus,
     })
 }
 

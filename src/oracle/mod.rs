@@ -99,6 +99,8 @@ pub struct SampleCpu {
     pub ttwu_pending: bool,
     /// `None` where the kernel's LLC hint could not be read.
     pub has_idle_cores: Option<bool>,
+    /// Its LLC's stored SIS_UTIL scan depth; `None` where the kernel has none (before v6.0).
+    pub nr_idle_scan: Option<u32>,
 }
 
 /// A task as recorded (`struct oracle_task`).
@@ -130,6 +132,8 @@ pub struct Sample {
     /// 0 task, 1 softirq, 2 hardirq.
     pub context: u32,
     pub cpus: Vec<SampleCpu>,
+    /// Bit i: CPU i's runqueue changed while the kernel decided (read again on exit).
+    pub changed_cpus: u64,
 }
 
 const PF_EXITING: u32 = 0x0000_0004;
@@ -234,6 +238,7 @@ impl Sample {
                     llc: l,
                     has_idle_cores: c.has_idle_cores,
                     avg_scan_cost_ns: Some(c.avg_scan_cost),
+                    nr_idle_scan: c.nr_idle_scan.map(u64::from),
                 });
             }
         }
@@ -263,6 +268,11 @@ impl Sample {
             wake: WakeInput::from_ctx(&ctx),
             recorded_cpu: chosen,
             recorded_chain: Vec::new(),
+            changed_cpus: Some(
+                (0..nr.min(64))
+                    .filter(|&c| self.changed_cpus & (1u64 << c) != 0)
+                    .collect(),
+            ),
         })
     }
 }
@@ -291,6 +301,192 @@ fn relation(cpu: usize, rec: &TraceRecord) -> &'static str {
         "waker's CPU"
     } else {
         "another CPU"
+    }
+}
+
+/// A seed's quantity on the recorded placements: how many records are cases of it, and in
+/// how many of them the kernel, and the engine replaying them, did what the seed is about.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SeedRate {
+    pub cases: usize,
+    pub kernel: usize,
+    pub engine: usize,
+}
+
+impl SeedRate {
+    fn add(&mut self, kernel: bool, engine: bool) {
+        self.cases += 1;
+        self.kernel += kernel as usize;
+        self.engine += engine as usize;
+    }
+}
+
+/// The seeds' own quantities, as the recorded kernel shows them and as the engine gives them
+/// on the same records.  Each is read from the chosen CPU alone (the kernel has no rule
+/// chain), so a case counts only where that CPU says which path was taken: prev and the
+/// waker's CPU are different CPUs.  Seed 2 (the newly-idle pull) happens outside
+/// `select_task_rq_fair()` and is not recorded here.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SeedRates {
+    /// Seed 1 (Barry Song): sync wake-ups from softirq or hardirq, placed on the waker's CPU.
+    pub sync_from_interrupt_to_waker: SeedRate,
+    /// Seed 3 (Xuewen Yan): sync wake-ups by a task whose CPU holds delayed-dequeue
+    /// sleepers, placed on the waker's CPU.
+    pub sync_beside_delayed_to_waker: SeedRate,
+    /// Seed 4 (Mel Gorman): wake-ups whose `recent_used_cpu` is neither prev nor the waker's
+    /// CPU, placed on it.
+    pub recent_used_cpu_taken: SeedRate,
+}
+
+impl SeedRates {
+    fn add(&mut self, rec: &TraceRecord, engine_cpu: usize) {
+        use crate::policy::{WAKE_SYNC, WAKE_TTWU};
+        let flags = rec.wake.wake_flags.unwrap_or(0);
+        let (prev, waker) = (rec.task.prev_cpu, rec.wake.waker_cpu);
+        if flags & WAKE_TTWU == 0 || prev == waker {
+            return;
+        }
+        let kernel = rec.recorded_cpu;
+        if flags & WAKE_SYNC != 0 {
+            if rec.wake.waker_context != WakerContext::Task {
+                self.sync_from_interrupt_to_waker
+                    .add(kernel == waker, engine_cpu == waker);
+            } else if waker_has_delayed(rec) {
+                self.sync_beside_delayed_to_waker
+                    .add(kernel == waker, engine_cpu == waker);
+            }
+        }
+        if let Some(r) = rec.task.recent_used_cpu
+            && r != prev
+            && r != waker
+        {
+            self.recent_used_cpu_taken.add(kernel == r, engine_cpu == r);
+        }
+    }
+
+    fn merge(&mut self, o: &SeedRates) {
+        for (a, b) in [
+            (
+                &mut self.sync_from_interrupt_to_waker,
+                &o.sync_from_interrupt_to_waker,
+            ),
+            (
+                &mut self.sync_beside_delayed_to_waker,
+                &o.sync_beside_delayed_to_waker,
+            ),
+            (&mut self.recent_used_cpu_taken, &o.recent_used_cpu_taken),
+        ] {
+            a.cases += b.cases;
+            a.kernel += b.kernel;
+            a.engine += b.engine;
+        }
+    }
+
+    fn render(&self, o: &mut String) {
+        let _ = writeln!(o, "  seeds (cases; kernel, engine on the same records):");
+        for (name, r) in [
+            (
+                "seed 1: sync from an interrupt, to the waker's CPU",
+                &self.sync_from_interrupt_to_waker,
+            ),
+            (
+                "seed 3: sync beside delayed tasks, to the waker's CPU",
+                &self.sync_beside_delayed_to_waker,
+            ),
+            (
+                "seed 4: to recent_used_cpu (not prev, not waker's)",
+                &self.recent_used_cpu_taken,
+            ),
+        ] {
+            let share = |n: usize| {
+                if r.cases == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{:.1}%", 100.0 * n as f64 / r.cases as f64)
+                }
+            };
+            let _ = writeln!(
+                o,
+                "    {name:<54} {:>7}; kernel {:>7} ({}), engine {:>7} ({})",
+                r.cases,
+                r.kernel,
+                share(r.kernel),
+                r.engine,
+                share(r.engine)
+            );
+        }
+    }
+}
+
+/// Whether the waker's CPU held delayed-dequeue sleepers when the record was taken.
+fn waker_has_delayed(rec: &TraceRecord) -> bool {
+    let CpuStates::List(v) = &rec.cpus else {
+        return false;
+    };
+    rec.cpus
+        .resolve(v.len())
+        .ok()
+        .and_then(|s| s.get(rec.wake.waker_cpu).map(|c| c.nr_delayed > 0))
+        .unwrap_or(false)
+}
+
+/// The race between the recorder's reads and the kernel's: records in which some CPU's
+/// runqueue changed while the kernel decided, and the disagreements among them.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RaceTally {
+    /// Records that carry the measurement at all.
+    pub measured: usize,
+    pub changed: Tally,
+    pub stable: Tally,
+    /// Disagreements where the kernel's or the engine's CPU is one that changed.
+    pub disagree_on_changed_cpu: usize,
+}
+
+impl RaceTally {
+    fn add(&mut self, rec: &TraceRecord, engine_cpu: usize, same: bool) {
+        let Some(changed) = &rec.changed_cpus else {
+            return;
+        };
+        self.measured += 1;
+        if changed.is_empty() {
+            self.stable.add(same);
+            return;
+        }
+        self.changed.add(same);
+        if !same && (changed.contains(&rec.recorded_cpu) || changed.contains(&engine_cpu)) {
+            self.disagree_on_changed_cpu += 1;
+        }
+    }
+
+    fn merge(&mut self, o: &RaceTally) {
+        self.measured += o.measured;
+        for (a, b) in [
+            (&mut self.changed, &o.changed),
+            (&mut self.stable, &o.stable),
+        ] {
+            a.records += b.records;
+            a.agree += b.agree;
+        }
+        self.disagree_on_changed_cpu += o.disagree_on_changed_cpu;
+    }
+
+    fn render(&self, o: &mut String) {
+        if self.measured == 0 {
+            return;
+        }
+        let dis = |t: &Tally| t.records - t.agree;
+        let _ = writeln!(
+            o,
+            "  race: a CPU changed during the kernel's decision in {} of {} records; agreement \
+             {:.1}% there, {:.1}% in the other {}; of {} disagreements, {} on a CPU that changed",
+            self.changed.records,
+            self.measured,
+            self.changed.pct(),
+            self.stable.pct(),
+            self.stable.records,
+            dis(&self.changed) + dis(&self.stable),
+            self.disagree_on_changed_cpu
+        );
     }
 }
 
@@ -330,6 +526,8 @@ pub struct FileComparison {
     /// Up to `show` disagreeing records: line, kernel CPU, engine CPU, engine chain.
     pub examples: Vec<(usize, usize, usize, String)>,
     pub skipped_at_end: usize,
+    pub race: RaceTally,
+    pub seeds: SeedRates,
 }
 
 fn chain_text(report: &ExplainReport) -> String {
@@ -370,6 +568,8 @@ pub fn compare_file(
             let same = report.cpu == rec.recorded_cpu;
             let flags = rec.wake.wake_flags.unwrap_or(0);
             c.total.add(same);
+            c.race.add(rec, report.cpu, same);
+            c.seeds.add(rec, report.cpu);
             c.by_kind
                 .entry(kind_of(flags).into())
                 .or_default()
@@ -447,6 +647,8 @@ impl FileComparison {
                 let _ = writeln!(o, "    ({} more kinds)", v.len() - 12);
             }
         }
+        self.race.render(&mut o);
+        self.seeds.render(&mut o);
         for (line, kernel, engine, chain) in &self.examples {
             let _ = writeln!(
                 o,
@@ -467,11 +669,19 @@ pub fn compare(
     let cli = PolicyOverride { preset, set };
     let mut out = String::new();
     let mut total = Tally::default();
+    let (mut race, mut seeds) = (RaceTally::default(), SeedRates::default());
     for f in files {
         let c = compare_file(f, &cli, show)?;
         total.records += c.total.records;
         total.agree += c.total.agree;
+        race.merge(&c.race);
+        seeds.merge(&c.seeds);
         out.push_str(&c.render());
+    }
+    if files.len() > 1 {
+        out.push_str("all files:\n");
+        race.render(&mut out);
+        seeds.render(&mut out);
     }
     let _ = writeln!(
         out,

@@ -59,6 +59,7 @@ fn sample() -> Sample {
         wake_flags: WAKE_TTWU | WAKE_SYNC,
         context: 0,
         cpus: vec![busy(), busy(), busy(), idle()],
+        changed_cpus: 0,
     }
 }
 
@@ -156,6 +157,87 @@ fn compare_counts_agreement_per_kind_and_rule() {
     .unwrap();
     assert!(out.contains("preset v5.10"), "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn write_records(name: &str, samples: &[Sample], t: &Topology) -> std::path::PathBuf {
+    let ti = topology_input(t);
+    let dir = std::env::temp_dir().join(format!("oracle-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("rec.jsonl");
+    let text: String = samples
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.to_trace(i as u64, t, &ti, "mainline", 250)
+                .unwrap()
+                .to_json_line()
+                + "\n"
+        })
+        .collect();
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// The race split and the seeds' quantities come from the records' own fields: which CPUs
+/// changed during the call, the waker's context, the wakee's recent_used_cpu.
+#[test]
+fn compare_splits_the_race_and_counts_the_seed_cases() {
+    let t = topo(4);
+    // 1: the sync pull to the lone waker, nothing changed meanwhile (agrees).
+    let stable = sample();
+    // 2: the same from a softirq; say the kernel kept prev, while CPU 3 changed.
+    let mut irq = sample();
+    irq.context = 1;
+    irq.chosen_cpu = 2;
+    irq.changed_cpus = 1 << 3;
+    // 3: recent_used_cpu is CPU 3 (idle, neither prev nor the waker's): both take it.
+    let mut recent = sample();
+    recent.wakee.recent_used_cpu = 3;
+    recent.chosen_cpu = 3;
+    // 4: the kernel went to CPU 3, which changed during its decision; the engine pulls.
+    let mut raced = sample();
+    raced.chosen_cpu = 3;
+    raced.changed_cpus = 1 << 3;
+    let file = write_records("race", &[stable, irq, recent, raced], &t);
+    let c = compare_file(&file, &PolicyOverride::default(), 0).unwrap();
+    let r = &c.race;
+    assert_eq!(r.measured, 4);
+    assert_eq!((r.changed.records, r.stable.records), (2, 2));
+    // Record 2 disagrees on CPUs that did not change (0 and 2), record 4 on one that did.
+    assert_eq!((r.changed.agree, r.stable.agree), (0, 2), "{c:?}");
+    assert_eq!(r.disagree_on_changed_cpu, 1, "{c:?}");
+    let s = &c.seeds;
+    let one = &s.sync_from_interrupt_to_waker;
+    assert_eq!((one.cases, one.kernel), (1, 0));
+    // Seed 1 was never merged: mainline pulls an interrupt's sync wakee as any other.
+    assert_eq!(one.engine, 1, "{c:?}");
+    let four = &s.recent_used_cpu_taken;
+    assert_eq!((four.cases, four.kernel, four.engine), (1, 1, 1), "{c:?}");
+    assert_eq!(s.sync_beside_delayed_to_waker.cases, 0);
+    let out = c.render();
+    assert!(
+        out.contains("race: a CPU changed during the kernel's decision in 2 of 4 records"),
+        "{out}"
+    );
+    assert!(out.contains("seed 4: to recent_used_cpu"), "{out}");
+    std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
+}
+
+/// Records written before the race was measured say nothing about it.
+#[test]
+fn records_without_the_race_field_leave_it_unmeasured() {
+    let t = topo(4);
+    let mut rec = sample()
+        .to_trace(0, &t, &topology_input(&t), "mainline", 250)
+        .unwrap();
+    rec.changed_cpus = None;
+    assert!(!rec.to_json_line().contains("changed_cpus"));
+    let mut r = RaceTally::default();
+    r.add(&rec, 0, true);
+    assert_eq!(r.measured, 0);
+    let mut o = String::new();
+    r.render(&mut o);
+    assert!(o.is_empty());
 }
 
 #[test]

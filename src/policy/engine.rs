@@ -31,6 +31,11 @@ pub struct LlcState {
     /// `sd->avg_scan_cost` in ns (SIS_PROP): running average of idle-CPU scan cost,
     /// `avg += (sample - avg) / 8` (`update_avg()`).
     pub avg_scan_cost_ns: u64,
+    /// `sd_llc_shared->nr_idle_scan` (SIS_UTIL) as the kernel last stored it, where it is
+    /// known (a replay of a recorded kernel); `None` = derive it from the snapshot's
+    /// utilisation at each wake-up.  The kernel refreshes it only at load balancing
+    /// (`update_idle_cpu_scan()`), so its value can lag the utilisation the snapshot shows.
+    pub nr_idle_scan: Option<u64>,
 }
 
 impl Default for LlcState {
@@ -38,6 +43,7 @@ impl Default for LlcState {
         LlcState {
             has_idle_cores: true,
             avg_scan_cost_ns: 0,
+            nr_idle_scan: None,
         }
     }
 }

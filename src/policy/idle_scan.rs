@@ -257,16 +257,21 @@ impl Step<'_> {
                 // nr_idle_scan + 1, "because !--nr is the condition to stop scan"; an
                 // overloaded LLC is unlikely to have an idle CPU or core: don't scan at all
                 // (before the loop, so even an idle-core search is skipped).
-                let span = topo.llc_mask(target).and(topo.online());
-                let sum_util: u64 = span
-                    .iter()
-                    .map(|c| (self.snap(c).util as u64).min(self.capacity_of(c)))
-                    .sum();
-                let nr = sis_util_nr_idle_scan(
-                    sum_util,
-                    span.count() as u64,
-                    self.cfg.imbalance_pct_llc,
-                ) + 1;
+                let nr = match self.llc[topo.llc_index(target)].nr_idle_scan {
+                    Some(n) => n,
+                    None => {
+                        let span = topo.llc_mask(target).and(topo.online());
+                        let sum_util: u64 = span
+                            .iter()
+                            .map(|c| (self.snap(c).util as u64).min(self.capacity_of(c)))
+                            .sum();
+                        sis_util_nr_idle_scan(
+                            sum_util,
+                            span.count() as u64,
+                            self.cfg.imbalance_pct_llc,
+                        )
+                    }
+                } + 1;
                 self.sis_nr = Some(nr);
                 if nr == 1 {
                     self.push(Rule::SisUtilOverloaded);

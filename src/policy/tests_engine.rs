@@ -925,6 +925,7 @@ fn sis_prop_depth_follows_avg_idle_and_cost() {
         LlcState {
             has_idle_cores: false,
             avg_scan_cost_ns: 10_000,
+            ..LlcState::default()
         },
     );
     let d = e.select_cpu(&cpus, &mut t, &mut WakeCtx::ttwu(0, waker_task(2, 16), 0));
@@ -975,6 +976,58 @@ fn sis_util_formula_and_limits() {
     assert_eq!((d.cpu, d.scanned, d.sis_nr), (0, 0, Some(1)));
     assert!(d.chain.contains(Rule::SisUtilOverloaded));
     assert_eq!(d.counted.sis_util_overloaded, 1);
+}
+
+/// The kernel stores `sd_llc_shared->nr_idle_scan` at load balancing and `select_idle_cpu()`
+/// reads the stored value (v6.0+, 70fb5ccf): where a replay knows it, it rules over the
+/// estimate from this wake-up's utilisation, in both directions.
+#[test]
+fn stored_nr_idle_scan_overrides_the_util_estimate() {
+    let topo = shape(1, 1, 16, 1);
+    let mut cpus: Vec<CpuSnapshot> = (0..16)
+        .map(|_| CpuSnapshot {
+            util: 1024,
+            ..CpuSnapshot::busy(1)
+        })
+        .collect();
+    cpus[9] = CpuSnapshot {
+        util: 1024,
+        ..CpuSnapshot::idle()
+    };
+    // The snapshot says overloaded; the stored depth (2, scan up to 2 CPUs + 1) says scan.
+    let mut e = engine_with(&topo, "mainline", &["scan_skips_target=false"]);
+    let mut t = wakee(1, 8, 16);
+    e.set_llc_state(
+        0,
+        LlcState {
+            has_idle_cores: false,
+            nr_idle_scan: Some(2),
+            ..LlcState::default()
+        },
+    );
+    let d = e.select_cpu(&cpus, &mut t, &mut WakeCtx::ttwu(8, waker_task(2, 16), 0));
+    assert_eq!((d.cpu, d.sis_nr), (9, Some(3)), "{:?}", d.chain);
+    // An idle LLC by the snapshot, overloaded by the stored value: no scan.
+    let idle: Vec<CpuSnapshot> = (0..16).map(|_| CpuSnapshot::idle()).collect();
+    let mut busy8 = idle.clone();
+    busy8[8] = CpuSnapshot::busy(1);
+    e.set_llc_state(
+        0,
+        LlcState {
+            has_idle_cores: false,
+            nr_idle_scan: Some(0),
+            ..LlcState::default()
+        },
+    );
+    let mut t = wakee(1, 8, 16);
+    let d = e.select_cpu(&busy8, &mut t, &mut WakeCtx::ttwu(8, waker_task(2, 16), 0));
+    assert_eq!(
+        (d.cpu, d.scanned, d.sis_nr),
+        (8, 0, Some(1)),
+        "{:?}",
+        d.chain
+    );
+    assert!(d.chain.contains(Rule::SisUtilOverloaded));
 }
 
 #[test]
@@ -1098,6 +1151,7 @@ fn v5_10_select_idle_smt_target_is_the_third_scan() {
         LlcState {
             has_idle_cores: false,
             avg_scan_cost_ns: 0,
+            ..LlcState::default()
         },
     );
     let mut cpus = all_busy(8);
@@ -1119,6 +1173,7 @@ fn v5_10_select_idle_smt_target_is_the_third_scan() {
         LlcState {
             has_idle_cores: false,
             avg_scan_cost_ns: 0,
+            ..LlcState::default()
         },
     );
     let d = e.select_cpu(&cpus, &mut t, &mut WakeCtx::ttwu(3, waker_task(2, 8), 0));
