@@ -347,6 +347,18 @@ class SeedChecks(unittest.TestCase):
         # a passing open check counts as passed
         self.assertEqual(checks.tally(checks.seed3(seed3_rows()))[0], 4)
 
+    def test_undecided_checks_reported_open_not_gating(self):
+        # undecided (None) is no pass and no gating failure, with or without a note of its own
+        res = [("a", True, "x"), ("b", False, "y"), ("c", None, "z"), ("seed4_hit_rate_does_not_fall", None, "w")]
+        self.assertEqual(checks.tally(res), (1, 1, 2))
+        lines = checks.check_lines(res)
+        self.assertEqual(lines[1], "CHECK FAIL b y")
+        self.assertEqual(lines[2], f"CHECK FAIL c [{checks.UNDECIDED_NOTE}] z")
+        seed4_note = checks.OPEN["seed4_hit_rate_does_not_fall"]
+        self.assertTrue(lines[3].startswith(f"CHECK FAIL seed4_hit_rate_does_not_fall [{seed4_note}] w"))
+        for name, note in list(checks.UNDECIDED.items()) + list(checks.OPEN.items()):
+            self.assertTrue(note.startswith("open, not gating: "), name)   # what report.py and tools/test look for
+
     def test_seed4(self):
         self.assertTrue(all(verdicts(checks.seed4(seed4_rows())).values()))
         self.assertFalse(all(verdicts(checks.seed4(seed4_rows(prev_hits=5))).values()))
@@ -354,7 +366,7 @@ class SeedChecks(unittest.TestCase):
         # rate check is undecided, and undecided is no pass
         v = verdicts(checks.seed4(seed4_rows(v510=(3, 0))))
         self.assertTrue(v["seed4_recent_used_hit_rate_follows_mode"])
-        self.assertFalse(v["seed4_hit_rate_does_not_fall"])
+        self.assertIsNone(v["seed4_hit_rate_does_not_fall"])
         self.assertIn("undecided: 6 v5.10 attempts",  # 3 in each of 2 reps
                       [d for n, _, d in checks.seed4(seed4_rows(v510=(3, 0))) if n == "seed4_hit_rate_does_not_fall"][0])
         # with a denominator the rate must not fall significantly (two-proportion test);
