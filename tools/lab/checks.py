@@ -6,14 +6,23 @@ decide: undecided, which is no pass and does not gate (see UNDECIDED). A check w
 settings or workloads are not in the run is not made (a restricted run checks what it
 measured); missing data where the settings were run is a FAIL. Directions are the
 kernel's, as the seed threads report them (shared/seeds/); thresholds are relative to
-the run's own reference setting, never hard-coded results.
+the run's own reference setting, never hard-coded results. The one allowance measured
+outside the run is seed 2's noise between boots (SEED2_NOISE), which no run can see in
+itself.
 """
 import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mmstats import mean_sd, pooled_sd, significant  # noqa: E402
+from mmstats import mean_sd  # noqa: E402
+
+# How far memcached's flag-on/flag-off ratio of mean percentiles strays between boots with
+# no change to the placement path: 1.96 sd of its log over the seven quick runs with per-rep
+# data (2026-12-04, b2ae6e3 to 014f02d) is x1.58 (p50), x1.75 (p95), x1.61 (p99), and the
+# widest departure on record is 0.56 (= 1/1.79, p95 in stop 9's quick runs); runs and numbers in
+# checks-notes.md. The run's own reps share one boot and cannot show it.
+SEED2_NOISE = 1.8
 
 
 def values(rows, setting, workload, param, metric):
@@ -96,7 +105,8 @@ def seed1(rows):
 
 def seed2(rows):
     """Rik van Riel: a CPU going idle skips the pull while a wakeup is pending for it;
-    p50/p95/p99 response times no worse (not significantly worse by the mmtests rule).
+    p50/p95/p99 response times no worse: worse or no worse only beyond the noise between
+    boots, else undecided.
     Counts summed over the seed-2 workloads both settings ran (memcached, hackbench);
     percentiles from memcached."""
     W = "memcached"
@@ -130,28 +140,35 @@ def seed2(rows):
     p = mc[0]
     off = {k: values(rows, "wakelab-seed2", W, p, k) for k in ("p50_us", "p95_us", "p99_us", "cpu_s", "rps")}
     on = {k: values(rows, "wakelab", W, p, k) for k in off}
-    worse, parts = [], []
+    # Each percentile's on/off ratio of means against the spread of that ratio between
+    # boots (SEED2_NOISE): worse when it is above it, no worse when below its inverse (the
+    # flag lowered it more than noise does), otherwise undecided, which is no pass. The
+    # run's own reps cannot judge it: they share one boot and agree with each other far
+    # more than boots do (checks-notes.md).
+    ratio, missing = {}, []
     for k in ("p50_us", "p95_us", "p99_us"):
-        a, b = off[k], on[k]
-        if not a or not b:
-            worse.append(f"{k} missing")
-            continue
-        ma, mb = mean(a), mean(b)
-        # worse = higher and significant by the mmtests rule (bands mean +- 1.96 sd apart),
-        # with one sd pooled over both settings. "No worse" asks whether the flag changed
-        # the distribution; if it did not, both sides share one spread, and two values
-        # per side estimate it badly: in CI's quick run of stop 9 the flag-on p95 was
-        # [14269, 14299] (sd 21) against [12411, 10576], and each side's own sd made a
-        # difference significant that 13 other quick runs put within the noise (on/off
-        # p95 from 0.56 to 1.35). With one value per side, any increase counts.
-        sp = pooled_sd(a, b)
-        if mb > ma and (significant((len(a), ma, sp), (len(b), mb, sp)) or min(len(a), len(b)) < 2):
-            worse.append(k)
-        parts.append(f"{k} {ma:.1f} -> {mb:.1f}")
-    res.append(("seed2_latency_percentiles_no_worse", not worse,
-                f"memcached {p} conns, flag off -> on (mean over reps; worse = above the mean +- 1.96 sd bands, sd pooled over both): "
-                f"{', '.join(parts)}" + (f"; significantly worse: {', '.join(worse)}" if worse else "")
-                + f"; total CPU s {flts(off['cpu_s'])} -> {flts(on['cpu_s'])}; req/s {flts(off['rps'])} -> {flts(on['rps'])}"))
+        r = rate(mean(on[k]), mean(off[k])) if off[k] and on[k] else None
+        if r is None:
+            missing.append(k)
+        else:
+            ratio[k] = r
+    few = any(min(len(off[k]), len(on[k])) < 2 for k in ratio)
+    worse = [k for k, r in ratio.items() if r > SEED2_NOISE]
+    if missing:
+        ok, why = False, f"missing: {', '.join(missing)}"
+    elif few:
+        ok, why = None, "undecided: one rep on a side, and the noise bound is for means of two or more"
+    elif worse:
+        ok, why = False, f"worse: {', '.join(worse)}"
+    elif all(r <= 1 / SEED2_NOISE for r in ratio.values()):
+        ok, why = True, "no worse: every ratio below the noise"
+    else:
+        ok, why = None, "undecided: not beyond the spread between boots"
+    parts = [f"{k} {mean(off[k]):.1f} -> {mean(on[k]):.1f} (x{ratio[k]:.2f})" for k in ratio]
+    res.append(("seed2_latency_percentiles_no_worse", ok,
+                f"memcached {p} conns, flag off -> on, mean over reps (decided worse above x{SEED2_NOISE:g}, no "
+                f"worse below x{1 / SEED2_NOISE:.2f}, the on/off spread between boots): {', '.join(parts)}; {why}"
+                f"; total CPU s {flts(off['cpu_s'])} -> {flts(on['cpu_s'])}; req/s {flts(off['rps'])} -> {flts(on['rps'])}"))
     return res
 
 
@@ -283,7 +300,11 @@ OPEN = {
 
 
 # An undecided check's own note, where OPEN's does not say why (one sentence, as there).
-UNDECIDED = {}
+UNDECIDED = {
+    "seed2_latency_percentiles_no_worse":
+        "open, not gating: undecided, reps that share one boot cannot tell this change in "
+        "memcached's percentiles from the spread seen between boots (history: tools/lab/checks-notes.md)",
+}
 UNDECIDED_NOTE = "open, not gating: undecided, the data cannot decide (the detail says why)"
 
 
