@@ -1,18 +1,28 @@
 """The lab's seed checks: each seed's mechanism, on counts, from results.csv rows.
 
 Each check is (name, passed, detail); detail gives the counts it decided on and the
-timings beside them. A check whose settings or workloads are not in the run is not
-made (a restricted run checks what it measured); missing data where the settings
-were run is a FAIL. Directions are the kernel's, as the seed threads report them
-(shared/seeds/); thresholds are relative to the run's own reference setting, never
-hard-coded results.
+timings beside them. passed is True, False, or None when the check's statistic cannot
+decide: undecided, which is no pass and does not gate (see UNDECIDED). A check whose
+settings or workloads are not in the run is not made (a restricted run checks what it
+measured); missing data where the settings were run is a FAIL. Directions are the
+kernel's, as the seed threads report them (shared/seeds/); thresholds are relative to
+the run's own reference setting, never hard-coded results. The one allowance measured
+outside the run is seed 2's noise between boots (SEED2_NOISE), which no run can see in
+itself.
 """
 import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mmstats import mean_sd, pooled_sd, significant  # noqa: E402
+from mmstats import mean_sd  # noqa: E402
+
+# How far memcached's flag-on/flag-off ratio of mean percentiles strays between boots with
+# no change to the placement path: 1.96 sd of its log over the seven quick runs with per-rep
+# data (2026-12-04, b2ae6e3 to 014f02d) is x1.58 (p50), x1.75 (p95), x1.61 (p99), and the
+# widest departure on record is 0.56 (= 1/1.79, p95 in stop 9's quick runs); runs and numbers in
+# checks-notes.md. The run's own reps share one boot and cannot show it.
+SEED2_NOISE = 1.8
 
 
 def values(rows, setting, workload, param, metric):
@@ -95,7 +105,8 @@ def seed1(rows):
 
 def seed2(rows):
     """Rik van Riel: a CPU going idle skips the pull while a wakeup is pending for it;
-    p50/p95/p99 response times no worse (not significantly worse by the mmtests rule).
+    p50/p95/p99 response times no worse: worse or no worse only beyond the noise between
+    boots, else undecided.
     Counts summed over the seed-2 workloads both settings ran (memcached, hackbench);
     percentiles from memcached."""
     W = "memcached"
@@ -129,28 +140,35 @@ def seed2(rows):
     p = mc[0]
     off = {k: values(rows, "wakelab-seed2", W, p, k) for k in ("p50_us", "p95_us", "p99_us", "cpu_s", "rps")}
     on = {k: values(rows, "wakelab", W, p, k) for k in off}
-    worse, parts = [], []
+    # Each percentile's on/off ratio of means against the spread of that ratio between
+    # boots (SEED2_NOISE): worse when it is above it, no worse when below its inverse (the
+    # flag lowered it more than noise does), otherwise undecided, which is no pass. The
+    # run's own reps cannot judge it: they share one boot and agree with each other far
+    # more than boots do (checks-notes.md).
+    ratio, missing = {}, []
     for k in ("p50_us", "p95_us", "p99_us"):
-        a, b = off[k], on[k]
-        if not a or not b:
-            worse.append(f"{k} missing")
-            continue
-        ma, mb = mean(a), mean(b)
-        # worse = higher and significant by the mmtests rule (bands mean +- 1.96 sd apart),
-        # with one sd pooled over both settings. "No worse" asks whether the flag changed
-        # the distribution; if it did not, both sides share one spread, and two values
-        # per side estimate it badly: in CI's quick run of stop 9 the flag-on p95 was
-        # [14269, 14299] (sd 21) against [12411, 10576], and each side's own sd made a
-        # difference significant that 13 other quick runs put within the noise (on/off
-        # p95 from 0.56 to 1.35). With one value per side, any increase counts.
-        sp = pooled_sd(a, b)
-        if mb > ma and (significant((len(a), ma, sp), (len(b), mb, sp)) or min(len(a), len(b)) < 2):
-            worse.append(k)
-        parts.append(f"{k} {ma:.1f} -> {mb:.1f}")
-    res.append(("seed2_latency_percentiles_no_worse", not worse,
-                f"memcached {p} conns, flag off -> on (mean over reps; worse = above the mean +- 1.96 sd bands, sd pooled over both): "
-                f"{', '.join(parts)}" + (f"; significantly worse: {', '.join(worse)}" if worse else "")
-                + f"; total CPU s {flts(off['cpu_s'])} -> {flts(on['cpu_s'])}; req/s {flts(off['rps'])} -> {flts(on['rps'])}"))
+        r = rate(mean(on[k]), mean(off[k])) if off[k] and on[k] else None
+        if r is None:
+            missing.append(k)
+        else:
+            ratio[k] = r
+    few = any(min(len(off[k]), len(on[k])) < 2 for k in ratio)
+    worse = [k for k, r in ratio.items() if r > SEED2_NOISE]
+    if missing:
+        ok, why = False, f"missing: {', '.join(missing)}"
+    elif few:
+        ok, why = None, "undecided: one rep on a side, and the noise bound is for means of two or more"
+    elif worse:
+        ok, why = False, f"worse: {', '.join(worse)}"
+    elif all(r <= 1 / SEED2_NOISE for r in ratio.values()):
+        ok, why = True, "no worse: every ratio below the noise"
+    else:
+        ok, why = None, "undecided: not beyond the spread between boots"
+    parts = [f"{k} {mean(off[k]):.1f} -> {mean(on[k]):.1f} (x{ratio[k]:.2f})" for k in ratio]
+    res.append(("seed2_latency_percentiles_no_worse", ok,
+                f"memcached {p} conns, flag off -> on, mean over reps (decided worse above x{SEED2_NOISE:g}, no "
+                f"worse below x{1 / SEED2_NOISE:.2f}, the on/off spread between boots): {', '.join(parts)}; {why}"
+                f"; total CPU s {flts(off['cpu_s'])} -> {flts(on['cpu_s'])}; req/s {flts(off['rps'])} -> {flts(on['rps'])}"))
     return res
 
 
@@ -256,7 +274,7 @@ def seed4(rows):
     # Fewer than 50 v5.10 attempts carry no rate worth testing: undecided, which is no pass.
     few = hv + mv < 50
     return [("seed4_recent_used_hit_rate_follows_mode", ok, detail),
-            ("seed4_hit_rate_does_not_fall", rp is not None and not few and not_lower,
+            ("seed4_hit_rate_does_not_fall", None if few and rp is not None else rp is not None and not_lower,
              detail + (f"; undecided: {hv + mv:.0f} v5.10 attempts, fewer than 50" if few else ""))]
 
 
@@ -264,6 +282,9 @@ def seed4(rows):
 # (a FAIL line in checks.txt, with this one-sentence note), but not gating, so CI stays a
 # guard for the directions that hold. What was tried and measured for each is in
 # checks-notes.md beside this file. Remove an entry as soon as the check passes.
+# An undecided check (passed None) is reported the same way, open and not gating, whether
+# listed or not: no pass, and no failure on noise. Its note is its UNDECIDED entry, else its
+# OPEN one, else UNDECIDED_NOTE.
 OPEN = {
     "seed4_hit_rate_does_not_fall":
         "open, not gating: the v5.10 form's hit rate rests on too few attempts a run to hold "
@@ -278,21 +299,38 @@ OPEN = {
 }
 
 
+# An undecided check's own note, where OPEN's does not say why (one sentence, as there).
+UNDECIDED = {
+    "seed2_latency_percentiles_no_worse":
+        "open, not gating: undecided, reps that share one boot cannot tell this change in "
+        "memcached's percentiles from the spread seen between boots (history: tools/lab/checks-notes.md)",
+}
+UNDECIDED_NOTE = "open, not gating: undecided, the data cannot decide (the detail says why)"
+
+
 def all_checks(rows):
     return seed1(rows) + seed2(rows) + seed3(rows) + seed4(rows)
 
 
+def open_note(name, ok):
+    """The bracketed note of a check that did not pass and does not gate; None otherwise."""
+    if ok is None:
+        return UNDECIDED.get(name) or OPEN.get(name) or UNDECIDED_NOTE
+    return None if ok else OPEN.get(name)
+
+
 def is_open(name, ok):
-    return not ok and name in OPEN
+    return open_note(name, ok) is not None
 
 
 def check_lines(results):
-    return [f"CHECK {'PASS' if ok else 'FAIL'} {name} " + (f"[{OPEN[name]}] " if is_open(name, ok) else "") + detail
-            for name, ok, detail in results]
+    return [f"CHECK {'PASS' if ok else 'FAIL'} {name} " + (f"[{open_note(name, ok)}] " if is_open(name, ok) else "")
+            + detail for name, ok, detail in results]
 
 
 def tally(results):
-    """(passed, failed, open): open = failed checks listed in OPEN (not gating)."""
+    """(passed, failed, open): open = checks not passed that do not gate (listed in OPEN, or
+    undecided)."""
     passed = sum(1 for _, ok, _ in results if ok)
     opened = sum(1 for n, ok, _ in results if is_open(n, ok))
     return passed, len(results) - passed - opened, opened

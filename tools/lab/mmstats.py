@@ -17,16 +17,6 @@ def mean_sd(xs):
     return m, sd
 
 
-def pooled_sd(xs, ys):
-    """One sample stddev from both groups' deviations around their own means (Student's
-    equal-variance estimate); 0.0 when neither group has two values."""
-    dof = len(xs) + len(ys) - 2
-    if dof <= 0:
-        return 0.0
-    ss = sum((len(g) - 1) * mean_sd(g)[1] ** 2 for g in (xs, ys) if g)
-    return math.sqrt(ss / dof)
-
-
 def significant(a, b):
     """mmtests cidiff: |mean difference| / (1.96 sd_a + 1.96 sd_b) > 1 (bands do not overlap).
     a, b = (n, mean, sd); needs two values on each side."""
