@@ -30,23 +30,13 @@ fn random_topology(r: &mut XorShift) -> Topology {
 
 fn random_snapshot(r: &mut XorShift, all_idle: bool) -> CpuSnapshot {
     if all_idle || r.chance(35) {
-        return CpuSnapshot {
-            ttwu_pending: !all_idle && r.chance(10),
-            load: r.below(300),
-            util: r.below(200) as u32,
-            avg_idle_ns: r.below(3_000_000),
-            ..CpuSnapshot::idle()
-        };
+        return rng::idle_cpu(r, if all_idle { 0 } else { 10 }, 3_000_000);
     }
-    let nr = 1 + r.below(4) as u32;
+    let (nr_running, nr_delayed) = rng::busy_counts(r, 30);
     CpuSnapshot {
         idle: false,
-        nr_running: nr,
-        nr_delayed: if r.chance(30) {
-            r.below(nr as u64) as u32
-        } else {
-            0
-        },
+        nr_running,
+        nr_delayed,
         ttwu_pending: r.chance(5),
         wakeup_in_flight: r.chance(5),
         sched_idle_only: r.chance(10),
