@@ -24,7 +24,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use scx_wakelab::policy::{
     Config, CpuSnapshot, Engine, TaskState, Topology, WAKE_SYNC, WAKE_TTWU, WakeCtx, WakerContext,
 };
-use scx_wakelab::sim::rng::XorShift;
+use scx_wakelab::sim::rng::{self, XorShift};
 
 #[derive(Clone, Copy)]
 enum Mix {
@@ -34,23 +34,13 @@ enum Mix {
 
 fn snapshot(r: &mut XorShift, mix: Mix) -> CpuSnapshot {
     if matches!(mix, Mix::Mixed) && r.chance(35) {
-        return CpuSnapshot {
-            ttwu_pending: r.chance(10),
-            load: r.below(300),
-            util: r.below(200) as u32,
-            avg_idle_ns: r.below(1_000_000),
-            ..CpuSnapshot::idle()
-        };
+        return rng::idle_cpu(r, 10, 1_000_000);
     }
-    let nr = 1 + r.below(4) as u32;
+    let (nr_running, nr_delayed) = rng::busy_counts(r, 20);
     CpuSnapshot {
-        nr_running: nr,
-        nr_delayed: if r.chance(20) {
-            r.below(nr as u64) as u32
-        } else {
-            0
-        },
-        load: 512 * nr as u64 + r.below(1024),
+        nr_running,
+        nr_delayed,
+        load: 512 * nr_running as u64 + r.below(1024),
         util: 400 + r.below(625) as u32,
         avg_idle_ns: r.below(500_000),
         ..CpuSnapshot::default()

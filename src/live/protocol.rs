@@ -475,9 +475,14 @@ mod tests {
         .to_vec()
     }
 
-    fn zeroed() -> raw::wakeup_msg {
+    /// A record of `kind` for `pid` on `task_cpu`, every other field zero.
+    fn msg(kind: u32, pid: i32, task_cpu: i32) -> raw::wakeup_msg {
         // SAFETY: all-zero is a valid wakeup_msg.
-        unsafe { std::mem::zeroed() }
+        let mut m: raw::wakeup_msg = unsafe { std::mem::zeroed() };
+        m.kind = kind;
+        m.pid = pid;
+        m.task_cpu = task_cpu;
+        m
     }
 
     fn parse_wakeup(m: &raw::wakeup_msg) -> Wakeup {
@@ -489,11 +494,8 @@ mod tests {
 
     #[test]
     fn a_selected_wakeup_carries_its_waker() {
-        let mut m = zeroed();
-        m.kind = raw::wakeup_msg_kind_WL_MSG_ENQUEUE;
-        m.pid = 42;
+        let mut m = msg(raw::wakeup_msg_kind_WL_MSG_ENQUEUE, 42, 3);
         m.prev_cpu = 3;
-        m.task_cpu = 3;
         m.waker_cpu = 5;
         m.waker_pid = 7;
         m.waker_context = raw::waker_context_WAKER_SOFTIRQ;
@@ -512,8 +514,7 @@ mod tests {
 
     #[test]
     fn all_cpus_needs_no_mask_and_unselected_has_no_waker() {
-        let mut m = zeroed();
-        m.pid = 9;
+        let mut m = msg(raw::wakeup_msg_kind_WL_MSG_ENQUEUE, 9, 0);
         m.flags = raw::wakeup_msg_flags_WL_MSG_ALL_CPUS;
         let w = parse_wakeup(&m);
         assert!(w.waker.is_none());
@@ -523,10 +524,7 @@ mod tests {
 
     #[test]
     fn sleeps_and_short_records() {
-        let mut m = zeroed();
-        m.kind = raw::wakeup_msg_kind_WL_MSG_SLEEP;
-        m.pid = 11;
-        m.task_cpu = 2;
+        let mut m = msg(raw::wakeup_msg_kind_WL_MSG_SLEEP, 11, 2);
         m.exec_runtime = 5000;
         m.enqueue_ns = 77;
         assert_eq!(

@@ -446,6 +446,23 @@ impl LiveMetrics {
     }
 }
 
+/// Published metrics with a value in each kind of field (a counter, a histogram, the
+/// engine's nested counters, a hop), for the tests of their JSON, their deltas and the
+/// stats socket.
+#[cfg(test)]
+pub(crate) fn sample() -> LiveMetrics {
+    let mut m = LiveMetrics {
+        nr_decisions: 123,
+        nr_lost_decisions: 4,
+        nr_queued_to_agent: 7,
+        enqueue_to_run_hist: vec![0, 2, 1],
+        ..Default::default()
+    };
+    m.policy.nr_wakeups_affine = 5;
+    m.record_hop(HOP_READ_COMMIT, 4096);
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -536,14 +553,7 @@ mod tests {
     /// histograms as arrays, the engine's counters nested under "policy").
     #[test]
     fn json_keeps_its_shape() {
-        let mut m = LiveMetrics {
-            nr_decisions: 123,
-            nr_lost_decisions: 4,
-            enqueue_to_run_hist: vec![0, 1],
-            ..Default::default()
-        };
-        m.policy.nr_wakeups_affine = 9;
-        m.record_hop(HOP_READ_COMMIT, 4096);
+        let m = sample();
         let j = serde_json::to_string(&m).unwrap();
         assert!(
             j.starts_with("{\"nr_decisions\":123,\"delayed_requeues\":0,"),
@@ -551,10 +561,10 @@ mod tests {
         );
         for want in [
             "\"nr_lost_decisions\":4,",
-            "\"enqueue_to_run_hist\":[0,1],",
+            "\"enqueue_to_run_hist\":[0,2,1],",
             "\"hop_hist\":[[],[],[0,0,0,0,0,0,0,0,0,0,0,0,1,",
             "\"policy\":{\"nr_wakeups\":0,",
-            "\"nr_wakeups_affine\":9,",
+            "\"nr_wakeups_affine\":5,",
         ] {
             assert!(j.contains(want), "{want} not in {j}");
         }
@@ -585,23 +595,16 @@ mod tests {
 
     #[test]
     fn delta_subtracts_counters_and_histogram() {
-        let mut a = LiveMetrics {
-            nr_decisions: 10,
-            config_changes: 4,
-            enqueue_to_run_hist: vec![1, 5, 0],
-            ..Default::default()
-        };
-        a.policy.nr_wakeups_affine = 7;
+        let a = sample();
         let mut b = a.clone();
-        b.nr_decisions = 25;
-        b.config_changes = 4;
-        b.policy.nr_wakeups_affine = 9;
+        b.nr_decisions = 138;
+        b.policy.nr_wakeups_affine = 7;
         b.enqueue_to_run_hist = vec![3, 6, 2];
         let d = b.delta(&a);
         assert_eq!(d.nr_decisions, 15);
-        assert_eq!(d.config_changes, 0);
+        assert_eq!(d.nr_lost_decisions, 0);
         assert_eq!(d.policy.nr_wakeups_affine, 2);
-        assert_eq!(d.enqueue_to_run_hist, vec![2, 1, 2]);
+        assert_eq!(d.enqueue_to_run_hist, vec![3, 4, 1]);
     }
 
     #[test]

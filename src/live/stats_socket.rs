@@ -383,16 +383,8 @@ mod tests {
     }
 
     fn shared() -> (Arc<Mutex<LiveMetrics>>, Arc<Mutex<Config>>) {
-        let mut m = LiveMetrics {
-            nr_decisions: 123,
-            nr_queued_to_agent: 7,
-            enqueue_to_run_hist: vec![0, 2, 1],
-            ..Default::default()
-        };
-        m.policy.nr_wakeups_affine = 5;
-        m.record_hop(1, 3000);
         (
-            Arc::new(Mutex::new(m)),
+            Arc::new(Mutex::new(crate::live::stats::sample())),
             Arc::new(Mutex::new(Config::from_preset("mainline").unwrap())),
         )
     }
@@ -424,7 +416,7 @@ mod tests {
             "\"nr_queued_to_agent\":7",
             "\"nr_wakeups_affine\":5",
             "\"enqueue_to_run_hist\":[0,2,1]",
-            "\"hop_hist\":[[],[0,",
+            "\"hop_hist\":[[],[],[0,",
             "\"recent_used\":",
         ] {
             assert!(line.contains(want), "{want} not in {line}");

@@ -3,8 +3,9 @@
 
 use super::*;
 
-/// The simulator's deterministic generator serves the property tests too.
-pub use crate::sim::rng::XorShift;
+/// The simulator's deterministic generator, and its idle and busy CPU draws, serve the
+/// property tests too.
+pub use crate::sim::rng::{self, XorShift};
 
 pub fn shape(nodes: usize, llcs: usize, cores: usize, threads: usize) -> Topology {
     Topology::from_shape(nodes, llcs, cores, threads).unwrap()

@@ -30,23 +30,13 @@ fn random_topology(r: &mut XorShift) -> Topology {
 
 fn random_snapshot(r: &mut XorShift, all_idle: bool) -> CpuSnapshot {
     if all_idle || r.chance(35) {
-        return CpuSnapshot {
-            ttwu_pending: !all_idle && r.chance(10),
-            load: r.below(300),
-            util: r.below(200) as u32,
-            avg_idle_ns: r.below(3_000_000),
-            ..CpuSnapshot::idle()
-        };
+        return rng::idle_cpu(r, if all_idle { 0 } else { 10 }, 3_000_000);
     }
-    let nr = 1 + r.below(4) as u32;
+    let (nr_running, nr_delayed) = rng::busy_counts(r, 30);
     CpuSnapshot {
         idle: false,
-        nr_running: nr,
-        nr_delayed: if r.chance(30) {
-            r.below(nr as u64) as u32
-        } else {
-            0
-        },
+        nr_running,
+        nr_delayed,
         ttwu_pending: r.chance(5),
         wakeup_in_flight: r.chance(5),
         sched_idle_only: r.chance(10),
@@ -184,6 +174,21 @@ fn random_world(r: &mut XorShift, all_idle: bool) -> World {
     World { topo, cpus, tasks }
 }
 
+/// Checks `rounds` random worlds from the generator seeded with `seed`; `check` gets the
+/// generator too, to draw the rest of its round's inputs from the same stream.
+fn for_each_world(
+    seed: u64,
+    rounds: u64,
+    all_idle: bool,
+    mut check: impl FnMut(&mut XorShift, u64, World),
+) {
+    let mut r = XorShift::new(seed);
+    for round in 0..rounds {
+        let w = random_world(&mut r, all_idle);
+        check(&mut r, round, w);
+    }
+}
+
 /// Runs a sequence of random wake-ups through `engine` and returns every decision and
 /// the final task states (so later state, not just the first decision, is compared).
 fn run_sequence(engine: &mut Engine, w: &World, seed: u64) -> (Vec<Decision>, Vec<TaskState>) {
@@ -209,17 +214,15 @@ fn run_sequence(engine: &mut Engine, w: &World, seed: u64) -> (Vec<Decision>, Ve
 
 #[test]
 fn prop_chosen_cpu_is_allowed_and_online() {
-    let mut r = XorShift::new(1);
     let mut checked = 0;
-    for round in 0..ROUNDS * 4 {
-        let w = random_world(&mut r, false);
-        let cfg = random_config(&mut r);
+    for_each_world(1, ROUNDS * 4, false, |r, round, w| {
+        let cfg = random_config(r);
         let mut e = Engine::new(w.topo.clone(), cfg).unwrap();
         let mut tasks = w.tasks.clone();
         for _ in 0..WAKES_PER_ROUND {
             let i = r.below(tasks.len() as u64) as usize;
             let waker = tasks[(i + 1) % tasks.len()];
-            let mut wake = random_wake(&mut r, &w.topo, waker);
+            let mut wake = random_wake(r, &w.topo, waker);
             let before = e.counters().nr_wakeups;
             let d = e.select_cpu(&w.cpus, &mut tasks[i], &mut wake);
             let allowed = tasks[i].allowed_or_all(w.topo.nr_cpus());
@@ -257,26 +260,24 @@ fn prop_chosen_cpu_is_allowed_and_online() {
             tasks[i].prev_cpu = d.cpu;
             checked += 1;
         }
-    }
+    });
     assert!(checked > 10_000);
 }
 
 #[test]
 fn prop_all_idle_returns_the_wake_affine_target() {
-    let mut r = XorShift::new(2);
-    for round in 0..ROUNDS * 2 {
-        let w = random_world(&mut r, true);
+    for_each_world(2, ROUNDS * 2, true, |r, round, w| {
         let n = w.topo.nr_cpus();
         for (pi, preset) in PRESET_NAMES.iter().enumerate() {
             // presets as they are, and with random overrides
             let cfg = if pi % 2 == 0 {
                 Config::from_preset(preset).unwrap()
             } else {
-                random_config(&mut r)
+                random_config(r)
             };
             let mut e = Engine::new(w.topo.clone(), cfg).unwrap();
             let mut t = w.tasks[round as usize % w.tasks.len()];
-            let mut wake = random_wake(&mut r, &w.topo, w.tasks[0]);
+            let mut wake = random_wake(r, &w.topo, w.tasks[0]);
             wake.wake_flags |= WAKE_TTWU;
             wake.wake_flags &= !WAKE_FORK;
             let d = e.select_cpu(&w.cpus, &mut t, &mut wake);
@@ -295,7 +296,7 @@ fn prop_all_idle_returns_the_wake_affine_target() {
                 }
             }
         }
-    }
+    });
 }
 
 #[test]
@@ -304,9 +305,7 @@ fn prop_flags_set_to_preset_values_change_nothing() {
     // key=value overrides, PolicySpec), gives the same decisions and the same task state
     // over whole wake-up sequences.  The command line's options are checked against the
     // same preset values in `crate::cli`.
-    let mut r = XorShift::new(3);
-    for round in 0..ROUNDS / 3 {
-        let w = random_world(&mut r, false);
+    for_each_world(3, ROUNDS / 3, false, |r, round, w| {
         let seed = r.next_u64();
         for preset in PRESET_NAMES {
             let base = Config::from_preset(preset).unwrap();
@@ -338,18 +337,16 @@ fn prop_flags_set_to_preset_values_change_nothing() {
                 assert_eq!(e.llc_states(), reference.llc_states());
             }
         }
-    }
+    });
 }
 
 /// Flags whose trigger is absent from the input must not change anything: each seed flag
 /// is independent of the others and only acts on its own condition.
 #[test]
 fn prop_flags_only_act_on_their_own_condition() {
-    let mut r = XorShift::new(4);
-    for round in 0..ROUNDS {
-        let mut w = random_world(&mut r, false);
+    for_each_world(4, ROUNDS, false, |r, round, mut w| {
         let seed = r.next_u64();
-        let base = random_config(&mut r);
+        let base = random_config(r);
         let flip = |key: &str| {
             let mut c = base;
             let v = base.get(key).unwrap();
@@ -422,15 +419,13 @@ fn prop_flags_only_act_on_their_own_condition() {
                 );
             }
         }
-    }
+    });
     // Context-dependent flags, checked per wake-up: a task-context waker is unaffected by
     // seed 1 and by 8b4e74cc.
-    let mut r = XorShift::new(5);
-    for round in 0..ROUNDS * 4 {
-        let w = random_world(&mut r, false);
-        let base = random_config(&mut r);
+    for_each_world(5, ROUNDS * 4, false, |r, round, w| {
+        let base = random_config(r);
         let t = w.tasks[0];
-        let mut wake = random_wake(&mut r, &w.topo, w.tasks[1]);
+        let mut wake = random_wake(r, &w.topo, w.tasks[1]);
         wake.waker_context = WakerContext::Task;
         for key in ["sync_requires_task_waker", "kthread_stacking_requires_task"] {
             let mut other = base;
@@ -453,15 +448,13 @@ fn prop_flags_only_act_on_their_own_condition() {
                 "round {round}: {key} changed a task-context wake-up"
             );
         }
-    }
+    });
 }
 
 #[test]
 fn prop_deterministic_and_serialisable() {
-    let mut r = XorShift::new(6);
-    for _ in 0..ROUNDS {
-        let w = random_world(&mut r, false);
-        let cfg = random_config(&mut r);
+    for_each_world(6, ROUNDS, false, |r, _, w| {
+        let cfg = random_config(r);
         let seed = r.next_u64();
         let (mut a, mut b) = (
             Engine::new(w.topo.clone(), cfg).unwrap(),
@@ -489,16 +482,14 @@ fn prop_deterministic_and_serialisable() {
         }
         let back: Config = serde_json::from_str(&serde_json::to_string(&cfg).unwrap()).unwrap();
         assert_eq!(back, cfg);
-    }
+    });
 }
 
 #[test]
 fn prop_newidle_pull_is_sound() {
-    let mut r = XorShift::new(7);
-    for round in 0..ROUNDS * 3 {
-        let w = random_world(&mut r, false);
+    for_each_world(7, ROUNDS * 3, false, |r, round, w| {
         let n = w.topo.nr_cpus();
-        let cfg = random_config(&mut r);
+        let cfg = random_config(r);
         let mut e = Engine::new(w.topo.clone(), cfg).unwrap();
         let mut cpus = w.cpus.clone();
         let cpu = r.below(n as u64) as usize;
@@ -535,5 +526,5 @@ fn prop_newidle_pull_is_sound() {
             assert_eq!(d.counted.newidle_pulls, 1);
         }
         assert!(!d.chain.is_empty());
-    }
+    });
 }

@@ -1,5 +1,9 @@
 //! The simulator's only source of randomness: xorshift64* seeded by `--seed`, so one seed
-//! always gives the same run (no wall clock, no OS entropy).
+//! always gives the same run (no wall clock, no OS entropy).  The policy's property tests
+//! and the decision benchmark draw their machine states from it too, through the CPU
+//! helpers below, so both describe an idle or a busy CPU the same way.
+
+use crate::policy::CpuSnapshot;
 
 /// xorshift64* (Vigna): small, fast and good enough to jitter service times.
 #[derive(Clone, Debug)]
@@ -43,6 +47,31 @@ impl XorShift {
         let span = base * pct.min(100) / 100;
         (base - span + self.below(2 * span + 1)).max(1)
     }
+}
+
+/// An idle CPU: a wake-up pending on it `pending_pct` percent of the time (0 draws
+/// nothing), a little blocked load and utilisation, and an average idle time below
+/// `max_avg_idle_ns`.
+pub fn idle_cpu(r: &mut XorShift, pending_pct: u64, max_avg_idle_ns: u64) -> CpuSnapshot {
+    CpuSnapshot {
+        ttwu_pending: pending_pct > 0 && r.chance(pending_pct),
+        load: r.below(300),
+        util: r.below(200) as u32,
+        avg_idle_ns: r.below(max_avg_idle_ns),
+        ..CpuSnapshot::idle()
+    }
+}
+
+/// A busy CPU's `(nr_running, nr_delayed)`: 1 to 4 tasks, of which `delayed_pct` percent
+/// of the time fewer than all are delayed-dequeue sleepers.
+pub fn busy_counts(r: &mut XorShift, delayed_pct: u64) -> (u32, u32) {
+    let nr = 1 + r.below(4) as u32;
+    let delayed = if r.chance(delayed_pct) {
+        r.below(nr as u64) as u32
+    } else {
+        0
+    };
+    (nr, delayed)
 }
 
 #[cfg(test)]
