@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use scx_wakelab::oracle::{Sample, SampleCpu, SampleTask, preset_for_release, topology_input};
+use scx_wakelab::oracle::{
+    Sample, SampleCpu, SampleLlc, SampleTask, preset_for_release, topology_input,
+};
 
 mod intf {
     #![allow(
@@ -112,19 +114,22 @@ fn parse(data: &[u8]) -> Option<Sample> {
                 load_avg: c.load_avg,
                 util_avg: c.util_avg,
                 avg_idle: c.avg_idle,
-                avg_scan_cost: c.avg_scan_cost,
                 nr_running: c.nr_running,
                 nr_delayed: c.nr_delayed,
                 nr_sched_idle: c.nr_sched_idle,
                 capacity: c.capacity,
                 curr_is_idle: c.curr_is_idle != 0,
                 ttwu_pending: c.ttwu_pending != 0,
-                has_idle_cores: match c.has_idle_cores {
-                    0 => Some(false),
-                    1 => Some(true),
-                    _ => None,
+                llc: SampleLlc {
+                    has_idle_cores: match c.has_idle_cores {
+                        0 => Some(false),
+                        1 => Some(true),
+                        _ => None,
+                    },
+                    avg_scan_cost: c.avg_scan_cost,
+                    nr_idle_scan: (c.nr_idle_scan != intf::ORACLE_UNKNOWN)
+                        .then_some(c.nr_idle_scan),
                 },
-                nr_idle_scan: (c.nr_idle_scan != intf::ORACLE_UNKNOWN).then_some(c.nr_idle_scan),
             })
             .collect(),
         changed_cpus: r.changed_cpus,

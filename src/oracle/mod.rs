@@ -87,20 +87,49 @@ pub fn preset_for_release(release: &str) -> (&'static str, &'static str) {
 /// One CPU as `select_task_rq_fair()` could read it (`struct oracle_cpu`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SampleCpu {
+    /// `rq->cfs.avg.load_avg`, what `cpu_load()` returns without groups.
     pub load_avg: u64,
+    /// `rq->cfs.avg.util_avg`, which SIS_UTIL's depth and capacity checks read.
     pub util_avg: u64,
+    /// `rq->avg_idle` in ns (SIS_PROP before v5.14).
     pub avg_idle: u64,
-    pub avg_scan_cost: u64,
+    /// `rq->nr_running`, every class, delayed sleepers included.
     pub nr_running: u32,
+    /// Delayed-dequeue sleepers among them (v6.12+), else 0.
     pub nr_delayed: u32,
+    /// SCHED_IDLE tasks among cfs's (`sched_idle_cpu()`).
     pub nr_sched_idle: u32,
+    /// `rq->cpu_capacity`.
     pub capacity: u32,
+    /// `rq->curr == rq->idle`.
     pub curr_is_idle: bool,
+    /// `rq->ttwu_pending`: wake-ups queued to this CPU's wake list.
     pub ttwu_pending: bool,
-    /// `None` where the kernel's LLC hint could not be read.
+    /// What its LLC's shared state held, as read through this CPU.
+    pub llc: SampleLlc,
+}
+
+/// An LLC's state that `select_idle_sibling()` reads: `sd_llc_shared` and `sd_llc`.  Each
+/// is `None` (or 0) where the kernel could not be read or has no such field.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SampleLlc {
+    /// `has_idle_cores`, the hint that an idle core may exist.
     pub has_idle_cores: Option<bool>,
-    /// Its LLC's stored SIS_UTIL scan depth; `None` where the kernel has none (before v6.0).
+    /// SIS_PROP's `avg_scan_cost` in ns (to v6.6).
+    pub avg_scan_cost: u64,
+    /// SIS_UTIL's stored scan depth, `nr_idle_scan` (v6.0+).
     pub nr_idle_scan: Option<u32>,
+}
+
+impl SampleLlc {
+    fn to_input(self, llc: usize) -> LlcStateInput {
+        LlcStateInput {
+            llc,
+            has_idle_cores: self.has_idle_cores,
+            avg_scan_cost_ns: Some(self.avg_scan_cost),
+            nr_idle_scan: self.nr_idle_scan.map(u64::from),
+        }
+    }
 }
 
 /// A task as recorded (`struct oracle_task`).
@@ -234,12 +263,7 @@ impl Sample {
         for l in 0..topo.nr_llcs() {
             let first = (0..nr).find(|&c| topo.llc_index(c) == l);
             if let Some(c) = first.map(|c| self.cpus[c]) {
-                llc_state.push(LlcStateInput {
-                    llc: l,
-                    has_idle_cores: c.has_idle_cores,
-                    avg_scan_cost_ns: Some(c.avg_scan_cost),
-                    nr_idle_scan: c.nr_idle_scan.map(u64::from),
-                });
+                llc_state.push(c.llc.to_input(l));
             }
         }
         let waker = self.task_state(&self.waker, this, nr, hz);

@@ -12,7 +12,10 @@ fn busy() -> SampleCpu {
         util_avg: 900,
         nr_running: 1,
         capacity: 1024,
-        has_idle_cores: Some(false),
+        llc: SampleLlc {
+            has_idle_cores: Some(false),
+            ..SampleLlc::default()
+        },
         ..SampleCpu::default()
     }
 }
