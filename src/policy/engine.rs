@@ -980,18 +980,15 @@ impl Engine {
         for s in self.llc.iter_mut() {
             s.has_idle_cores = false;
         }
-        // One set of the idle online CPUs, then a mask test per CPU: the live
-        // agent runs this before every batch.
-        let mut idle = CpuSet::new();
-        for (c, s) in cpus.iter().enumerate() {
-            if s.available_idle() {
-                idle.set(c);
-            }
-        }
-        let idle = idle.and(self.topo.online());
-        for c in idle.iter() {
-            if self.topo.smt_mask(c).is_subset_of(&idle) {
-                let l = self.topo.llc_index(c);
+        // Core by core, as the kernel's hint means it (every online sibling idle); the
+        // live agent runs this before every batch, so it walks the topology's list of
+        // cores instead of testing a CPU mask per CPU.
+        let idle = |c: u32| {
+            cpus.get(c as usize)
+                .is_some_and(CpuSnapshot::available_idle)
+        };
+        for (l, core) in self.topo.cores() {
+            if !self.llc[l].has_idle_cores && core.iter().all(|&c| idle(c)) {
                 self.llc[l].has_idle_cores = true;
             }
         }
