@@ -386,7 +386,7 @@ impl Placer {
 
         let mut task = self.task_state(pid, prev);
         task.prev_cpu = prev;
-        task.allowed = msg.allowed.and(&CpuSet::first_n(nr));
+        task.allowed = msg.allowed.and(self.engine.topology().possible());
         task.load = msg.weight * NICE_0_LOAD / 100;
 
         let selected = sel.is_some();
@@ -474,7 +474,7 @@ impl Placer {
     }
 
     fn task_state(&self, pid: u32, prev: usize) -> TaskState {
-        let mut t = TaskState::new(pid, prev, self.nr_cpus());
+        let mut t = TaskState::with_allowed(pid, prev, *self.engine.topology().possible());
         if let Some(s) = self.tasks.get(&pid) {
             t.recent_used_cpu = s.recent_used_cpu;
             t.wakee_flips = s.wakee_flips;

@@ -362,7 +362,7 @@ impl<'a> Step<'a> {
         d: &mut Decision,
     ) -> usize {
         let n = self.topo.nr_cpus();
-        let allowed = task.allowed_or_all(n).and(&CpuSet::first_n(n));
+        let allowed = task.allowed_or_all(n).and(self.topo.possible());
         let is_ttwu = wake.wake_flags & WAKE_TTWU != 0;
         self.this_cpu = wake.waker_cpu;
         self.in_task = wake.waker_context.in_task();
@@ -374,7 +374,7 @@ impl<'a> Step<'a> {
             }
         }
 
-        let mut cpu = if allowed.count() == 1 {
+        let mut cpu = if allowed.is_single() {
             // p->nr_cpus_allowed == 1: core.c takes cpumask_any(p->cpus_ptr) and never asks
             // the class, so no record_wakee() and no recent_used_cpu update either.
             self.push(Rule::SingleAllowedCpu);
