@@ -411,10 +411,11 @@ impl Placer {
         if selected {
             // CPUs idle now that were not when the wake-up was selected.
             for &(cpu, free_since) in &self.idle_cpus {
-                if cpu == waker_cpu || !self.snaps[cpu].idle {
+                // The cheap test first: most idle CPUs were free before.
+                if !(free_since > now || self.awaits_own_wakee[cpu]) {
                     continue;
                 }
-                if free_since > now || self.awaits_own_wakee[cpu] {
+                if cpu != waker_cpu && self.snaps[cpu].idle {
                     as_selected.push((cpu, self.snaps[cpu]));
                     let s = &mut self.snaps[cpu];
                     s.idle = false;

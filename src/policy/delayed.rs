@@ -95,12 +95,14 @@ impl DelayedDequeue {
 
     /// Task `pid` is woken.  If it was still delayed, it is requeued in place: returns the
     /// CPU it stays on (the caller skips the placement decision, as `ttwu_runnable()` does).
+    #[inline]
     pub fn on_wake(&mut self, pid: u32) -> Option<usize> {
         self.remove(pid)
     }
 
     /// Forgets `pid` wherever it is delayed (exit, or the caller migrated it); returns the
     /// CPU it was on.
+    #[inline]
     pub fn remove(&mut self, pid: u32) -> Option<usize> {
         if self.total == 0 {
             return None;
@@ -116,6 +118,7 @@ impl DelayedDequeue {
     }
 
     /// Dequeues every task whose lag has elapsed by `now_ns`; returns how many left.
+    #[inline]
     pub fn expire(&mut self, now_ns: u64) -> usize {
         if self.total == 0 {
             return 0;
@@ -132,6 +135,7 @@ impl DelayedDequeue {
 
     /// `cpu` has no runnable task left and schedules: every delayed task there is picked
     /// and dequeued.  Returns how many left.
+    #[inline]
     pub fn on_cpu_idle(&mut self, cpu: usize) -> usize {
         if self.total == 0 {
             return 0;
@@ -167,6 +171,7 @@ impl DelayedDequeue {
 
     /// For drivers whose snapshot counts runnable tasks only: sets `nr_delayed` of every
     /// CPU and adds it to `nr_running`, so the snapshot counts like the kernel's rq.
+    #[inline]
     pub fn apply_to(&self, cpus: &mut [CpuSnapshot]) {
         if self.total == 0 {
             for s in cpus.iter_mut() {

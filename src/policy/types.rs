@@ -180,6 +180,7 @@ impl TaskState {
     }
 
     /// A task that may run on `allowed`, last ran on `prev_cpu`.
+    #[inline]
     pub fn with_allowed(pid: u32, prev_cpu: usize, allowed: CpuSet) -> Self {
         TaskState {
             pid,
