@@ -97,6 +97,16 @@ pub struct Decision {
     pub counted: Counters,
 }
 
+/// The part of a [`Decision`] that `select_task_rq()` fills in on its way, before the
+/// chain and the counts are added.
+pub(super) struct Route {
+    path: Path,
+    sync: bool,
+    want_affine: bool,
+    affine_domain: Option<DomainLevel>,
+    sis_target: Option<usize>,
+}
+
 /// A task queued (waiting, not running) on another CPU that a newly-idle CPU could pull.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PullCandidate {
@@ -355,12 +365,7 @@ impl<'a> Step<'a> {
 
     /// `select_task_rq()`: the class hook unless the task is pinned, then the allowed-CPU
     /// check with `select_fallback_rq()`, then `ttwu_stat()`'s accounting.
-    fn select_task_rq(
-        &mut self,
-        task: &mut TaskState,
-        wake: &mut WakeCtx,
-        d: &mut Decision,
-    ) -> usize {
+    fn select_task_rq(&mut self, task: &mut TaskState, wake: &mut WakeCtx, d: &mut Route) -> usize {
         let n = self.topo.nr_cpus();
         let allowed = task.allowed_or_all(n).and(self.topo.possible());
         let is_ttwu = wake.wake_flags & WAKE_TTWU != 0;
@@ -461,7 +466,7 @@ impl<'a> Step<'a> {
         task: &mut TaskState,
         wake: &mut WakeCtx,
         allowed: &CpuSet,
-        d: &mut Decision,
+        d: &mut Route,
     ) -> usize {
         let this = wake.waker_cpu;
         let prev = task.prev_cpu;
@@ -1006,28 +1011,33 @@ impl Engine {
         task: &mut TaskState,
         wake: &mut WakeCtx,
     ) -> Decision {
-        let mut d = Decision {
-            cpu: task.prev_cpu,
-            chain: RuleChain::new(),
+        let (prev_cpu, waker_cpu) = (task.prev_cpu, wake.waker_cpu);
+        let mut route = Route {
             path: Path::Fast,
-            prev_cpu: task.prev_cpu,
-            waker_cpu: wake.waker_cpu,
             sync: false,
             want_affine: false,
             affine_domain: None,
             sis_target: None,
-            sis_nr: None,
-            scanned: 0,
-            counted: Counters::default(),
         };
         let mut st = Step::new(&self.topo, &self.config, cpus, &mut self.llc, &mut self.rq);
-        d.cpu = st.select_task_rq(task, wake, &mut d);
-        d.chain = st.chain;
-        d.counted = st.cnt;
-        d.scanned = st.scanned;
-        d.sis_nr = st.sis_nr;
-        self.counters.add(&d.counted);
-        d
+        let cpu = st.select_task_rq(task, wake, &mut route);
+        self.counters.add(&st.cnt);
+        // Built once, from the step's own chain and counts: the decision path runs for
+        // every wake-up, and these are most of the Decision's bytes.
+        Decision {
+            cpu,
+            chain: st.chain,
+            path: route.path,
+            prev_cpu,
+            waker_cpu,
+            sync: route.sync,
+            want_affine: route.want_affine,
+            affine_domain: route.affine_domain,
+            sis_target: route.sis_target,
+            sis_nr: st.sis_nr,
+            scanned: st.scanned,
+            counted: st.cnt,
+        }
     }
 
     /// The newly-idle pull decision (`newidle_balance()` / `sched_balance_newidle()`,
