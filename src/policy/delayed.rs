@@ -242,7 +242,7 @@ mod tests {
             let pid = r.below(12) as u32;
             let cpu = r.below(5) as usize; // 4 is out of range on purpose
             match r.below(8) {
-                0 | 1 | 2 => {
+                0..=2 => {
                     dd.on_sleep(cpu, pid, r.below(3_000) as i64 - 500, step);
                 }
                 3 => {
