@@ -451,15 +451,26 @@ mod tests {
         assert!(!b.is_subset_of(&a));
         assert!(CpuSet::from_cpus([3, 69]).is_subset_of(&a));
         assert_eq!(b.first(), Some(3));
-        for s in [CpuSet::new(), a, b, CpuSet::from_cpus([3, 69])] {
+        let mut c = b;
+        c.set(5000);
+        assert_eq!(c, b);
+        assert!(!c.contains(5000));
+    }
+
+    #[test]
+    fn is_single_is_a_count_of_one() {
+        let many = [
+            CpuSet::new(),
+            CpuSet::first_n(70),
+            CpuSet::from_cpus([3, 69, 70]),
+            CpuSet::from_cpus([3, 69]),
+            CpuSet::from_cpus([64, 65]),
+        ];
+        for s in many {
             assert!(!s.is_single(), "{s}");
         }
         for c in [0, 63, 64, 700, 1023] {
             assert!(CpuSet::single(c).is_single(), "{c}");
         }
-        let mut c = b;
-        c.set(5000);
-        assert_eq!(c, b);
-        assert!(!c.contains(5000));
     }
 }
