@@ -9,6 +9,8 @@ pub mod env_checks;
 pub mod libbpf_log;
 pub mod oracle;
 pub mod placement;
+#[cfg(test)]
+mod placement_cost;
 pub mod protocol;
 pub mod stats;
 pub mod stats_socket;

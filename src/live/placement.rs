@@ -32,10 +32,11 @@ use std::sync::mpsc::SyncSender;
 use scx_wakelab::explain::TraceRecord;
 
 use crate::live::protocol::{CpuReading, Sleep, Wakeup};
+#[cfg(test)]
+use scx_wakelab::policy::CpuSet;
 use scx_wakelab::policy::pelt;
 use scx_wakelab::policy::{
-    Config, CpuDesc, CpuSet, CpuSnapshot, DelayedDequeue, Engine, TaskState, Topology, WAKE_SYNC,
-    WakeCtx,
+    Config, CpuDesc, CpuSnapshot, DelayedDequeue, Engine, TaskState, Topology, WAKE_SYNC, WakeCtx,
 };
 
 /// Nice-0 load weight, the unit of CpuSnapshot::load.
@@ -129,6 +130,30 @@ struct StoredTask {
     seen_ns: u64,
 }
 
+/// What the placer keeps of one CPU from batch to batch.
+#[derive(Clone, Copy, Debug)]
+struct CpuHistory {
+    /// rq->avg_idle, and the idle period (BPF's last_idle_ns) it last took in.
+    avg_idle_ns: u64,
+    last_idle_sample: u64,
+    /// PELT-like utilisation (0..=1024), from BPF's running-time sums, and
+    /// the sum at the last update.
+    util_avg: f64,
+    util_busy_ns: u64,
+}
+
+impl Default for CpuHistory {
+    fn default() -> Self {
+        CpuHistory {
+            // The kernel starts rq->avg_idle at 2 * sysctl_sched_migration_cost.
+            avg_idle_ns: 1_000_000,
+            last_idle_sample: 0,
+            util_avg: 0.0,
+            util_busy_ns: 0,
+        }
+    }
+}
+
 pub struct Placer {
     engine: Engine,
     agent_pid: i32,
@@ -138,18 +163,15 @@ pub struct Placer {
     slice_ns: u64,
     tasks: PidMap<StoredTask>,
     snaps: Vec<CpuSnapshot>,
-    avg_idle_ns: Vec<u64>,
-    last_idle_sample: Vec<u64>,
+    /// What each CPU's past says (rq->avg_idle, the utilisation average).
+    history: Vec<CpuHistory>,
     delayed: DelayedDequeue,
     /// CPUs idle in this batch's snapshot, and since when nothing of ours
     /// has run on each (cpu_state.free_since_ns; 0 = never).
     idle_cpus: Vec<(usize, u64)>,
     /// CPUs that wait for their own sync wakee (own_wakee_until in BPF).
     awaits_own_wakee: Vec<bool>,
-    /// PELT-like utilisation per CPU (0..=1024), from BPF's running-time
-    /// sums, and the sums and time of the last update.
-    util_avg: Vec<f64>,
-    util_busy_ns: Vec<u64>,
+    /// When the utilisation averages were last updated.
     util_last_ns: u64,
     /// Scratch: the snapshots place() changed for one decision, as read.
     as_selected: Vec<(usize, CpuSnapshot)>,
@@ -184,14 +206,10 @@ impl Placer {
             slice_ns,
             tasks: task_table(task_cap),
             snaps: vec![CpuSnapshot::default(); n],
-            // The kernel starts rq->avg_idle at 2 * sysctl_sched_migration_cost.
-            avg_idle_ns: vec![1_000_000; n],
-            last_idle_sample: vec![0; n],
+            history: vec![CpuHistory::default(); n],
             delayed,
             idle_cpus: Vec::with_capacity(n),
             awaits_own_wakee: vec![false; n],
-            util_avg: vec![0.0; n],
-            util_busy_ns: vec![0; n],
             util_last_ns: 0,
             as_selected: Vec::with_capacity(n + 1),
             last_sweep_ns: 0,
@@ -249,8 +267,13 @@ impl Placer {
         if util_dt > 0 {
             self.util_last_ns = now_ns;
         }
-        for cpu in 0..self.snaps.len() {
-            let Some(r) = readings.get(cpu) else { break };
+        // One pass over the CPUs the readings cover, each CPU's state taken
+        // together (this runs for every batch, often of one wake-up).
+        let per_cpu = (self.snaps.iter_mut())
+            .zip(self.history.iter_mut())
+            .zip(self.awaits_own_wakee.iter_mut())
+            .zip(readings);
+        for (cpu, (((snap, h), awaits_own_wakee), r)) in per_cpu.enumerate() {
             let CpuReading {
                 idle,
                 curr_pid: curr,
@@ -285,29 +308,29 @@ impl Placer {
                     0
                 };
             if let Some(decay) = util_decay {
-                let ran = busy.saturating_sub(self.util_busy_ns[cpu]);
-                self.util_avg[cpu] = pelt_step(self.util_avg[cpu], ran, util_dt, decay);
+                let ran = busy.saturating_sub(h.util_busy_ns);
+                h.util_avg = pelt_step(h.util_avg, ran, util_dt, decay);
             }
-            self.util_busy_ns[cpu] = self.util_busy_ns[cpu].max(busy);
+            h.util_busy_ns = h.util_busy_ns.max(busy);
             let idle = (idle || agent_here || curr == 0) && runnable == 0;
-            self.awaits_own_wakee[cpu] = own_until > now_ns;
+            *awaits_own_wakee = own_until > now_ns;
             if idle {
                 self.idle_cpus.push((cpu, free_since));
             }
-            if last_idle != self.last_idle_sample[cpu] && last_idle > 0 {
+            if last_idle != h.last_idle_sample && last_idle > 0 {
                 // update_avg(): avg += (sample - avg) / 8, as fair.c does
                 // for rq->avg_idle, capped like sched_balance_newidle().
-                self.last_idle_sample[cpu] = last_idle;
-                let avg = self.avg_idle_ns[cpu] as i64;
+                h.last_idle_sample = last_idle;
+                let avg = h.avg_idle_ns as i64;
                 let next = avg + (last_idle.min(2 * 500_000 * 8) as i64 - avg) / 8;
-                self.avg_idle_ns[cpu] = next.max(0) as u64;
+                h.avg_idle_ns = next.max(0) as u64;
             }
             if idle {
                 // A CPU with nothing runnable picked its delayed sleepers
                 // and dequeued them.
                 self.delayed.on_cpu_idle(cpu);
             }
-            self.snaps[cpu] = CpuSnapshot {
+            *snap = CpuSnapshot {
                 idle,
                 nr_running: runnable,
                 nr_delayed: 0,
@@ -316,9 +339,9 @@ impl Placer {
                 sched_idle_only: false,
                 load: runnable as u64 * NICE_0_LOAD,
                 // 0..=1024: adding a half and truncating rounds it, without libm.
-                util: (self.util_avg[cpu] + 0.5) as u32,
+                util: (h.util_avg + 0.5) as u32,
                 capacity: 0,
-                avg_idle_ns: self.avg_idle_ns[cpu],
+                avg_idle_ns: h.avg_idle_ns,
                 idle_exit_ns: idle_exit,
             };
         }
@@ -364,7 +387,7 @@ impl Placer {
 
         let mut task = self.task_state(pid, prev);
         task.prev_cpu = prev;
-        task.allowed = msg.allowed.and(&CpuSet::first_n(nr));
+        task.allowed = msg.allowed.and(self.engine.topology().possible());
         task.load = msg.weight * NICE_0_LOAD / 100;
 
         let selected = sel.is_some();
@@ -389,10 +412,11 @@ impl Placer {
         if selected {
             // CPUs idle now that were not when the wake-up was selected.
             for &(cpu, free_since) in &self.idle_cpus {
-                if cpu == waker_cpu || !self.snaps[cpu].idle {
+                // The cheap test first: most idle CPUs were free before.
+                if !(free_since > now || self.awaits_own_wakee[cpu]) {
                     continue;
                 }
-                if free_since > now || self.awaits_own_wakee[cpu] {
+                if cpu != waker_cpu && self.snaps[cpu].idle {
                     as_selected.push((cpu, self.snaps[cpu]));
                     let s = &mut self.snaps[cpu];
                     s.idle = false;
@@ -452,7 +476,7 @@ impl Placer {
     }
 
     fn task_state(&self, pid: u32, prev: usize) -> TaskState {
-        let mut t = TaskState::new(pid, prev, self.nr_cpus());
+        let mut t = TaskState::with_allowed(pid, prev, *self.engine.topology().possible());
         if let Some(s) = self.tasks.get(&pid) {
             t.recent_used_cpu = s.recent_used_cpu;
             t.wakee_flips = s.wakee_flips;

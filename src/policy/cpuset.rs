@@ -109,6 +109,22 @@ impl CpuSet {
         self.words.iter().map(|w| w.count_ones() as usize).sum()
     }
 
+    /// Exactly one CPU in the set (`cpumask_weight() == 1`), found without counting them
+    /// all: every decision asks it of the task's allowed CPUs.
+    #[inline]
+    pub fn is_single(&self) -> bool {
+        let mut seen = false;
+        for &w in &self.words {
+            if w != 0 {
+                if seen || w & (w - 1) != 0 {
+                    return false;
+                }
+                seen = true;
+            }
+        }
+        seen
+    }
+
     /// Lowest CPU in the set (`cpumask_first`), if any.
     #[inline]
     pub fn first(&self) -> Option<usize> {
@@ -439,5 +455,22 @@ mod tests {
         c.set(5000);
         assert_eq!(c, b);
         assert!(!c.contains(5000));
+    }
+
+    #[test]
+    fn is_single_is_a_count_of_one() {
+        let many = [
+            CpuSet::new(),
+            CpuSet::first_n(70),
+            CpuSet::from_cpus([3, 69, 70]),
+            CpuSet::from_cpus([3, 69]),
+            CpuSet::from_cpus([64, 65]),
+        ];
+        for s in many {
+            assert!(!s.is_single(), "{s}");
+        }
+        for c in [0, 63, 64, 700, 1023] {
+            assert!(CpuSet::single(c).is_single(), "{c}");
+        }
     }
 }

@@ -45,6 +45,10 @@ pub struct DelayedTask {
 pub struct DelayedDequeue {
     enabled: bool,
     per_cpu: Vec<Vec<DelayedTask>>,
+    /// The tasks of `per_cpu`, all CPUs together: the live agent asks on every batch and
+    /// every wake-up, and most of the time there are none, so the walks over every CPU's
+    /// list are skipped then.  Every method that changes `per_cpu` keeps it.
+    total: usize,
 }
 
 impl DelayedDequeue {
@@ -54,6 +58,7 @@ impl DelayedDequeue {
         DelayedDequeue {
             enabled,
             per_cpu: vec![Vec::new(); nr_cpus],
+            total: 0,
         }
     }
 
@@ -67,6 +72,7 @@ impl DelayedDequeue {
         self.enabled = on;
         if !on {
             self.per_cpu.iter_mut().for_each(Vec::clear);
+            self.total = 0;
         }
     }
 
@@ -83,21 +89,28 @@ impl DelayedDequeue {
             pid,
             until_ns: now_ns.saturating_add(lag_ns as u64),
         });
+        self.total += 1;
         true
     }
 
     /// Task `pid` is woken.  If it was still delayed, it is requeued in place: returns the
     /// CPU it stays on (the caller skips the placement decision, as `ttwu_runnable()` does).
+    #[inline]
     pub fn on_wake(&mut self, pid: u32) -> Option<usize> {
         self.remove(pid)
     }
 
     /// Forgets `pid` wherever it is delayed (exit, or the caller migrated it); returns the
     /// CPU it was on.
+    #[inline]
     pub fn remove(&mut self, pid: u32) -> Option<usize> {
+        if self.total == 0 {
+            return None;
+        }
         for (cpu, list) in self.per_cpu.iter_mut().enumerate() {
             if let Some(i) = list.iter().position(|t| t.pid == pid) {
                 list.swap_remove(i);
+                self.total -= 1;
                 return Some(cpu);
             }
         }
@@ -105,24 +118,35 @@ impl DelayedDequeue {
     }
 
     /// Dequeues every task whose lag has elapsed by `now_ns`; returns how many left.
+    #[inline]
     pub fn expire(&mut self, now_ns: u64) -> usize {
+        if self.total == 0 {
+            return 0;
+        }
         let mut n = 0;
         for list in &mut self.per_cpu {
             let before = list.len();
             list.retain(|t| t.until_ns > now_ns);
             n += before - list.len();
         }
+        self.total -= n;
         n
     }
 
     /// `cpu` has no runnable task left and schedules: every delayed task there is picked
     /// and dequeued.  Returns how many left.
+    #[inline]
     pub fn on_cpu_idle(&mut self, cpu: usize) -> usize {
-        self.per_cpu.get_mut(cpu).map_or(0, |l| {
+        if self.total == 0 {
+            return 0;
+        }
+        let n = self.per_cpu.get_mut(cpu).map_or(0, |l| {
             let n = l.len();
             l.clear();
             n
-        })
+        });
+        self.total -= n;
+        n
     }
 
     /// Delayed tasks on `cpu` (`cfs_h_nr_delayed()`).
@@ -132,6 +156,9 @@ impl DelayedDequeue {
 
     /// Where `pid` is delayed, if it is.
     pub fn delayed_on(&self, pid: u32) -> Option<usize> {
+        if self.total == 0 {
+            return None;
+        }
         self.per_cpu
             .iter()
             .position(|l| l.iter().any(|t| t.pid == pid))
@@ -144,7 +171,14 @@ impl DelayedDequeue {
 
     /// For drivers whose snapshot counts runnable tasks only: sets `nr_delayed` of every
     /// CPU and adds it to `nr_running`, so the snapshot counts like the kernel's rq.
+    #[inline]
     pub fn apply_to(&self, cpus: &mut [CpuSnapshot]) {
+        if self.total == 0 {
+            for s in cpus.iter_mut() {
+                s.nr_delayed = 0;
+            }
+            return;
+        }
         for (cpu, s) in cpus.iter_mut().enumerate() {
             let d = self.nr_delayed(cpu);
             s.nr_delayed = d;
@@ -197,6 +231,44 @@ mod tests {
         dd.on_sleep(1, 3, 100, 0);
         dd.set_enabled(false);
         assert_eq!(dd.nr_delayed(1), 0);
+    }
+
+    /// `total` is what the lists hold after any sequence of events.
+    #[test]
+    fn the_total_follows_every_change() {
+        let mut r = crate::sim::rng::XorShift::new(11);
+        let mut dd = DelayedDequeue::new(4, true);
+        for step in 0..5_000u64 {
+            let pid = r.below(12) as u32;
+            let cpu = r.below(5) as usize; // 4 is out of range on purpose
+            match r.below(8) {
+                0..=2 => {
+                    dd.on_sleep(cpu, pid, r.below(3_000) as i64 - 500, step);
+                }
+                3 => {
+                    dd.on_wake(pid);
+                }
+                4 => {
+                    dd.expire(step.saturating_sub(r.below(2_000)));
+                }
+                5 => {
+                    dd.on_cpu_idle(cpu);
+                }
+                6 if r.chance(5) => dd.set_enabled(!dd.enabled()),
+                _ => {
+                    dd.remove(pid);
+                }
+            }
+            let held: usize = (0..5).map(|c| dd.tasks(c).len()).sum();
+            assert_eq!(dd.total, held, "step {step}");
+            let mut snaps = vec![CpuSnapshot::busy(1); 4];
+            snaps[2].nr_delayed = 9;
+            dd.apply_to(&mut snaps);
+            for (c, s) in snaps.iter().enumerate() {
+                assert_eq!(s.nr_delayed, dd.nr_delayed(c));
+                assert_eq!(s.nr_running, 1 + dd.nr_delayed(c));
+            }
+        }
     }
 
     #[test]

@@ -103,6 +103,16 @@ pub struct Decision {
     pub counted: Counters,
 }
 
+/// The part of a [`Decision`] that `select_task_rq()` fills in on its way, before the
+/// chain and the counts are added.
+pub(super) struct Route {
+    path: Path,
+    sync: bool,
+    want_affine: bool,
+    affine_domain: Option<DomainLevel>,
+    sis_target: Option<usize>,
+}
+
 /// A task queued (waiting, not running) on another CPU that a newly-idle CPU could pull.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PullCandidate {
@@ -361,14 +371,9 @@ impl<'a> Step<'a> {
 
     /// `select_task_rq()`: the class hook unless the task is pinned, then the allowed-CPU
     /// check with `select_fallback_rq()`, then `ttwu_stat()`'s accounting.
-    fn select_task_rq(
-        &mut self,
-        task: &mut TaskState,
-        wake: &mut WakeCtx,
-        d: &mut Decision,
-    ) -> usize {
+    fn select_task_rq(&mut self, task: &mut TaskState, wake: &mut WakeCtx, d: &mut Route) -> usize {
         let n = self.topo.nr_cpus();
-        let allowed = task.allowed_or_all(n).and(&CpuSet::first_n(n));
+        let allowed = task.allowed_or_all(n).and(self.topo.possible());
         let is_ttwu = wake.wake_flags & WAKE_TTWU != 0;
         self.this_cpu = wake.waker_cpu;
         self.in_task = wake.waker_context.in_task();
@@ -380,7 +385,7 @@ impl<'a> Step<'a> {
             }
         }
 
-        let mut cpu = if allowed.count() == 1 {
+        let mut cpu = if allowed.is_single() {
             // p->nr_cpus_allowed == 1: core.c takes cpumask_any(p->cpus_ptr) and never asks
             // the class, so no record_wakee() and no recent_used_cpu update either.
             self.push(Rule::SingleAllowedCpu);
@@ -467,7 +472,7 @@ impl<'a> Step<'a> {
         task: &mut TaskState,
         wake: &mut WakeCtx,
         allowed: &CpuSet,
-        d: &mut Decision,
+        d: &mut Route,
     ) -> usize {
         let this = wake.waker_cpu;
         let prev = task.prev_cpu;
@@ -986,18 +991,15 @@ impl Engine {
         for s in self.llc.iter_mut() {
             s.has_idle_cores = false;
         }
-        // One set of the idle online CPUs, then a mask test per CPU: the live
-        // agent runs this before every batch.
-        let mut idle = CpuSet::new();
-        for (c, s) in cpus.iter().enumerate() {
-            if s.available_idle() {
-                idle.set(c);
-            }
-        }
-        let idle = idle.and(self.topo.online());
-        for c in idle.iter() {
-            if self.topo.smt_mask(c).is_subset_of(&idle) {
-                let l = self.topo.llc_index(c);
+        // Core by core, as the kernel's hint means it (every online sibling idle); the
+        // live agent runs this before every batch, so it walks the topology's list of
+        // cores instead of testing a CPU mask per CPU.
+        let idle = |c: u32| {
+            cpus.get(c as usize)
+                .is_some_and(CpuSnapshot::available_idle)
+        };
+        for (l, core) in self.topo.cores() {
+            if !self.llc[l].has_idle_cores && core.iter().all(|&c| idle(c)) {
                 self.llc[l].has_idle_cores = true;
             }
         }
@@ -1015,28 +1017,33 @@ impl Engine {
         task: &mut TaskState,
         wake: &mut WakeCtx,
     ) -> Decision {
-        let mut d = Decision {
-            cpu: task.prev_cpu,
-            chain: RuleChain::new(),
+        let (prev_cpu, waker_cpu) = (task.prev_cpu, wake.waker_cpu);
+        let mut route = Route {
             path: Path::Fast,
-            prev_cpu: task.prev_cpu,
-            waker_cpu: wake.waker_cpu,
             sync: false,
             want_affine: false,
             affine_domain: None,
             sis_target: None,
-            sis_nr: None,
-            scanned: 0,
-            counted: Counters::default(),
         };
         let mut st = Step::new(&self.topo, &self.config, cpus, &mut self.llc, &mut self.rq);
-        d.cpu = st.select_task_rq(task, wake, &mut d);
-        d.chain = st.chain;
-        d.counted = st.cnt;
-        d.scanned = st.scanned;
-        d.sis_nr = st.sis_nr;
-        self.counters.add(&d.counted);
-        d
+        let cpu = st.select_task_rq(task, wake, &mut route);
+        self.counters.add(&st.cnt);
+        // Built once, from the step's own chain and counts: the decision path runs for
+        // every wake-up, and these are most of the Decision's bytes.
+        Decision {
+            cpu,
+            chain: st.chain,
+            path: route.path,
+            prev_cpu,
+            waker_cpu,
+            sync: route.sync,
+            want_affine: route.want_affine,
+            affine_domain: route.affine_domain,
+            sis_target: route.sis_target,
+            sis_nr: st.sis_nr,
+            scanned: st.scanned,
+            counted: st.cnt,
+        }
     }
 
     /// The newly-idle pull decision (`newidle_balance()` / `sched_balance_newidle()`,

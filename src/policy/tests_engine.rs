@@ -1413,3 +1413,69 @@ fn newidle_pull_rules() {
     let d = e.newidle_pull(1, &cpus, &[cand(50, 5)]);
     assert!(d.pulled.is_some());
 }
+
+/// `sync_idle_core_hints` walks `Topology::cores()`; it must say what the mask definition
+/// says (an online idle CPU whose whole `smt_mask` is idle), with offline CPUs, x86
+/// numbering and snapshot slices shorter or longer than the machine.
+#[test]
+fn idle_core_hints_match_the_mask_definition() {
+    let x86: Vec<CpuDesc> = (0..16)
+        .map(|c| CpuDesc {
+            core: c % 8,
+            llc: c % 8 / 4,
+            node: 0,
+            online: true,
+            capacity: 1024,
+        })
+        .collect();
+    let mut topos = vec![
+        Topology::from_cpus(&x86).unwrap(),
+        shape(2, 2, 3, 2),
+        shape(1, 2, 4, 1),
+    ];
+    let mut holes = Topology::from_cpus(&x86).unwrap();
+    for c in [1, 9, 4] {
+        holes.set_online(c, false).unwrap();
+    }
+    topos.push(holes);
+    let mut r = crate::sim::rng::XorShift::new(3);
+    for topo in &topos {
+        let n = topo.nr_cpus();
+        let mut e = engine(topo, "mainline");
+        for round in 0..300 {
+            let len = match round % 3 {
+                0 => n,
+                1 => n - 1 - r.below(3) as usize,
+                _ => n + 2,
+            };
+            let cpus: Vec<CpuSnapshot> = (0..len)
+                .map(|_| {
+                    if r.chance(60) {
+                        CpuSnapshot {
+                            ttwu_pending: r.chance(10),
+                            ..CpuSnapshot::idle()
+                        }
+                    } else {
+                        CpuSnapshot::busy(1)
+                    }
+                })
+                .collect();
+            let mut idle = CpuSet::new();
+            for (c, s) in cpus.iter().enumerate() {
+                if s.available_idle() {
+                    idle.set(c);
+                }
+            }
+            let idle = idle.and(topo.online());
+            let mut want = vec![false; topo.nr_llcs()];
+            for c in idle.iter() {
+                if topo.smt_mask(c).is_subset_of(&idle) {
+                    want[topo.llc_index(c)] = true;
+                }
+            }
+            e.sync_idle_core_hints(&cpus);
+            let got: Vec<bool> = e.llc_states().iter().map(|l| l.has_idle_cores).collect();
+            assert_eq!(got, want, "{n} CPUs, round {round}");
+        }
+    }
+}

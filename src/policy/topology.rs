@@ -171,6 +171,14 @@ impl TopologySpec {
     }
 }
 
+/// One entry of [`Topology::cores`]: its LLC and where its CPUs are in `core_cpus`.
+#[derive(Clone, Copy, Debug)]
+struct CoreSpan {
+    llc: u32,
+    start: u32,
+    end: u32,
+}
+
 /// The machine as the policy sees it.  Immutable after construction except through
 /// [`Topology::set_online`], which recomputes the spans.
 #[derive(Clone, Debug)]
@@ -182,7 +190,16 @@ pub struct Topology {
     smt_mask: Vec<CpuSet>,
     llc_mask: Vec<CpuSet>,
     node_mask: Vec<CpuSet>,
+    /// `llc_mask[cpu].count()`, kept because every wake-up reads it (`sd_llc_size`).
+    llc_size: Vec<u32>,
     online: CpuSet,
+    /// CPUs `0..nr_cpus()`, online or not (`cpu_possible_mask`).
+    possible: CpuSet,
+    /// Every online core once (the online CPUs of one `smt_mask`), with its LLC; see
+    /// [`Topology::cores`].
+    cores: Vec<CoreSpan>,
+    /// The CPUs of `cores`, core after core.
+    core_cpus: Vec<u32>,
     /// Per CPU, its non-degenerate domain levels innermost first.
     domains: Vec<([DomainLevel; 4], u8)>,
     smt_present: bool,
@@ -277,7 +294,11 @@ impl Topology {
             smt_mask: vec![CpuSet::new(); n],
             llc_mask: vec![CpuSet::new(); n],
             node_mask: vec![CpuSet::new(); n],
+            llc_size: vec![1; n],
             online: CpuSet::new(),
+            possible: CpuSet::first_n(n),
+            cores: Vec::new(),
+            core_cpus: Vec::new(),
             domains: vec![([DomainLevel::Machine; 4], 0); n],
             smt_present: false,
             numa_wake_affine: true,
@@ -336,8 +357,25 @@ impl Topology {
             llc.set(c);
             node.set(c);
             self.smt_mask[c] = smt;
+            self.llc_size[c] = llc.count() as u32;
             self.llc_mask[c] = llc;
             self.node_mask[c] = node;
+        }
+        // A core is listed at its lowest online CPU (an online CPU's smt_mask holds online
+        // CPUs only).
+        self.cores.clear();
+        self.core_cpus.clear();
+        for c in self.online.iter() {
+            if self.smt_mask[c].first() == Some(c) {
+                let start = self.core_cpus.len() as u32;
+                self.core_cpus
+                    .extend(self.smt_mask[c].iter().map(|s| s as u32));
+                self.cores.push(CoreSpan {
+                    llc: self.llc_index[c],
+                    start,
+                    end: self.core_cpus.len() as u32,
+                });
+            }
         }
         self.smt_present = (0..n).any(|c| self.online.contains(c) && self.smt_mask[c].count() > 1);
         for c in 0..n {
@@ -398,6 +436,24 @@ impl Topology {
         &self.online
     }
 
+    /// CPUs `0..nr_cpus()`, online or not (`cpu_possible_mask`).
+    #[inline]
+    pub fn possible(&self) -> &CpuSet {
+        &self.possible
+    }
+
+    /// Every online core once, as (dense LLC index, its online CPUs ascending): the
+    /// online CPUs of one [`Topology::smt_mask`], listed in the order of their lowest CPU.
+    /// A walk over the machine's cores without a mask operation per CPU.
+    pub fn cores(&self) -> impl Iterator<Item = (usize, &[u32])> + '_ {
+        self.cores.iter().map(|c| {
+            (
+                c.llc as usize,
+                &self.core_cpus[c.start as usize..c.end as usize],
+            )
+        })
+    }
+
     /// SMT siblings of `cpu`, itself included (`cpu_smt_mask`).
     #[inline]
     pub fn smt_mask(&self, cpu: usize) -> &CpuSet {
@@ -425,7 +481,7 @@ impl Topology {
     /// `sd_llc_size`: CPUs in `cpu`'s LLC (online ones, at least 1).
     #[inline]
     pub fn llc_size(&self, cpu: usize) -> usize {
-        self.llc_mask[cpu].count()
+        self.llc_size[cpu] as usize
     }
 
     /// `cpus_share_cache(a, b)`: same LLC.  False for ids outside the topology.
@@ -599,6 +655,44 @@ mod tests {
         assert_eq!(t.llc_mask(0).to_cpulist(), "0-4,6-7");
         assert!(!t.is_online(5));
         assert_eq!(t.llc_size(0), 7);
+    }
+
+    /// `cores()`, `llc_size()` and `possible()` are kept beside the masks they summarise:
+    /// after every hotplug step they still say what the masks say.
+    #[test]
+    fn kept_summaries_follow_the_masks_through_hotplug() {
+        let check = |t: &Topology| {
+            let mut listed = CpuSet::new();
+            for (llc, cpus) in t.cores() {
+                let first = cpus[0] as usize;
+                let want: Vec<u32> = t.smt_mask(first).iter().map(|c| c as u32).collect();
+                assert_eq!(cpus, want.as_slice());
+                assert_eq!(llc, t.llc_index(first));
+                for &c in cpus {
+                    assert!(t.is_online(c as usize) && !listed.contains(c as usize));
+                    listed.set(c as usize);
+                }
+            }
+            assert_eq!(&listed, t.online());
+            for c in 0..t.nr_cpus() {
+                assert_eq!(t.llc_size(c), t.llc_mask(c).count());
+            }
+            assert_eq!(t.possible(), &CpuSet::first_n(t.nr_cpus()));
+        };
+        // x86 numbering: siblings c and c+4, two LLCs.
+        let descs: Vec<CpuDesc> = (0..8).map(|c| desc(c % 4, c % 4 / 2, 0)).collect();
+        let mut t = Topology::from_cpus(&descs).unwrap();
+        check(&t);
+        assert_eq!(t.cores().count(), 4);
+        for (cpu, online) in [(4, false), (0, false), (2, false), (0, true), (6, false)] {
+            t.set_online(cpu, online).unwrap();
+            check(&t);
+        }
+        assert_eq!(
+            t.cores().map(|(_, c)| c.to_vec()).collect::<Vec<_>>(),
+            vec![vec![0], vec![1, 5], vec![3, 7]]
+        );
+        check(&Topology::from_shape(2, 2, 3, 2).unwrap());
     }
 
     #[test]

@@ -176,6 +176,12 @@ pub struct TaskState {
 impl TaskState {
     /// A task that may run anywhere among `nr_cpus`, last ran on `prev_cpu`.
     pub fn new(pid: u32, prev_cpu: usize, nr_cpus: usize) -> Self {
+        Self::with_allowed(pid, prev_cpu, CpuSet::first_n(nr_cpus))
+    }
+
+    /// A task that may run on `allowed`, last ran on `prev_cpu`.
+    #[inline]
+    pub fn with_allowed(pid: u32, prev_cpu: usize, allowed: CpuSet) -> Self {
         TaskState {
             pid,
             prev_cpu,
@@ -183,7 +189,7 @@ impl TaskState {
             wakee_flips: 0,
             last_wakee: None,
             wakee_flip_decay_ts: 0,
-            allowed: CpuSet::first_n(nr_cpus),
+            allowed,
             load: 1024,
             util: 0,
             is_per_cpu_kthread: false,

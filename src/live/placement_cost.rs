@@ -1,0 +1,436 @@
+//! A driver for counting the agent's work per decision, `Placer::begin_batch`
+//! plus `Placer::place`, on the host (no BPF, no kernel): synthetic CPU
+//! readings and wake-ups fed to a real `Placer`, as `Agent::place` feeds it.
+//! `tools/bench/decision-cost` runs it under callgrind, which counts only the
+//! calls of [`decide`] (`--toggle-collect`), and divides by the decisions;
+//! docs/benchmarks/decision-cost.md holds the numbers.
+//!
+//! Both tests are `#[ignore]`d: they measure or fingerprint, they check nothing.
+//! - `decision_cost`: one workload on one machine, from the environment:
+//!   `WAKELAB_COST_LOAD` (`pingpong` or `mixed`), `WAKELAB_COST_SHAPE`
+//!   (`NODESxLLCSxCORESxTHREADS`), `WAKELAB_COST_PRESET`, `WAKELAB_COST_N`
+//!   (wake-ups measured, after as many again unmeasured to warm up).
+//! - `decision_fingerprint`: every workload on several machines and presets in
+//!   trace mode, hashed: every decision's inputs as the engine saw them (the
+//!   snapshot, the idle-core hints, task and waker), its rule chain and CPU,
+//!   and the final counters. A change meant to make the agent cheaper must
+//!   leave the printed hash as it was.
+//!
+//! Workloads:
+//! - `pingpong`: two tasks waking each other with sync wake-ups (a pipe),
+//!   every batch a single wake-up (perf bench sched pipe, lat_ctx): the
+//!   waker's CPU runs it, the agent polls on the last CPU, the rest are idle.
+//!   The wakee's prev is wherever the placer put it last.
+//! - `mixed`: about two thirds of the CPUs busy with 1-3 tasks (some with a
+//!   wake-up pending, decisions in flight or a CPU awaiting its own wakee),
+//!   batches of 1-4 wake-ups of 200 tasks, some pinned to a few CPUs, half
+//!   sync, a quarter from softirq, and sleep reports that feed the
+//!   delayed-dequeue emulation.
+
+use std::hash::Hasher;
+use std::sync::mpsc::sync_channel;
+
+use scx_wakelab::policy::{Config, CpuSet, Topology, WakerContext};
+use scx_wakelab::sim::rng::XorShift;
+
+use super::placement::Placer;
+use super::protocol::{CpuReading, Sleep, Waker, Wakeup};
+
+const AGENT_PID: i32 = 1;
+const SLICE_NS: u64 = 5_000_000;
+
+/// One batch as the agent sees it: the CPU readings, when, the sleep reports
+/// and the wake-ups read with them.
+struct Batch {
+    readings: Vec<CpuReading>,
+    now_ns: u64,
+    sleeps: Vec<Sleep>,
+    wakeups: Vec<Wakeup>,
+}
+
+/// What is measured: one batch, as `Agent::place` runs it. Never inlined, so
+/// that callgrind can count exactly its calls (check `calls=` under it in the
+/// callgrind file: one per measured batch).
+#[inline(never)]
+fn decide(p: &mut Placer, b: &Batch, out: &mut Vec<usize>) {
+    p.begin_batch(&b.readings, b.now_ns);
+    for s in &b.sleeps {
+        p.on_sleep(s);
+    }
+    for w in &b.wakeups {
+        out.push(p.place(w).cpu);
+    }
+}
+
+fn shape(s: &str) -> Topology {
+    let d: Vec<usize> = s
+        .split('x')
+        .map(|v| v.parse().expect("shape: NODESxLLCSxCORESxTHREADS"))
+        .collect();
+    assert_eq!(d.len(), 4, "shape: NODESxLLCSxCORESxTHREADS");
+    Topology::from_shape(d[0], d[1], d[2], d[3]).expect("shape")
+}
+
+fn wakeup(pid: u32, prev: usize, waker: Waker, allowed: CpuSet, at: u64) -> Wakeup {
+    Wakeup {
+        pid,
+        task_cpu: prev,
+        prev_cpu: prev,
+        is_wakeup: true,
+        waker: Some(waker),
+        enq_cnt: 1,
+        enqueue_ns: at,
+        enqueue_mono_ns: at,
+        weight: 100,
+        exec_runtime_ns: 0,
+        allowed,
+    }
+}
+
+/// A generator of batches that follows the placer's decisions (a wakee's
+/// prev is where it was put), so that it must run in step with `decide`.
+trait Load {
+    fn next(&mut self) -> Batch;
+    fn placed(&mut self, b: &Batch, cpus: &[usize]);
+}
+
+/// Two tasks waking each other over a pipe; see the module comment.
+struct PingPong {
+    nr: usize,
+    now: u64,
+    /// (pid, cpu) of the task running now and of the one asleep.
+    running: (u32, usize),
+    asleep: (u32, usize),
+    busy_ns: Vec<u64>,
+    free_since: Vec<u64>,
+    allowed: CpuSet,
+}
+
+impl PingPong {
+    fn new(nr: usize) -> Self {
+        PingPong {
+            nr,
+            now: 1_000_000_000,
+            running: (100, 1 % nr),
+            asleep: (101, 2 % nr),
+            busy_ns: vec![0; nr],
+            free_since: vec![999_000_000; nr],
+            allowed: CpuSet::first_n(nr),
+        }
+    }
+}
+
+impl Load for PingPong {
+    fn next(&mut self) -> Batch {
+        // A round trip of a pipe: write, wake, read, about 10 us of run.
+        self.now += 10_000;
+        let (waker_pid, waker_cpu) = self.running;
+        let agent_cpu = self.nr - 1;
+        let readings = (0..self.nr)
+            .map(|c| {
+                let mut r = CpuReading {
+                    idle: true,
+                    free_since_ns: self.free_since[c],
+                    last_idle_ns: 50_000,
+                    last_idle_end_ns: self.free_since[c],
+                    busy_ns: self.busy_ns[c],
+                    ..Default::default()
+                };
+                if c == agent_cpu {
+                    r.idle = false;
+                    r.curr_pid = AGENT_PID;
+                }
+                if c == waker_cpu {
+                    r.idle = false;
+                    r.curr_pid = waker_pid as i32;
+                    r.nr_runnable = 1;
+                    r.free_since_ns = 0;
+                    r.run_start_ns = self.now - 8_000;
+                }
+                r
+            })
+            .collect();
+        let waker = Waker {
+            cpu: waker_cpu,
+            pid: waker_pid,
+            context: WakerContext::Task,
+            exiting: false,
+            per_cpu_kthread: false,
+            nr_runnable: 1,
+            ttwu_pending: false,
+            wake_flags: 0x08 | 0x10,
+            select_ns: self.now - 2_000,
+        };
+        let (pid, prev) = self.asleep;
+        Batch {
+            readings,
+            now_ns: self.now,
+            sleeps: Vec::new(),
+            wakeups: vec![wakeup(pid, prev, waker, self.allowed, self.now)],
+        }
+    }
+
+    fn placed(&mut self, b: &Batch, cpus: &[usize]) {
+        let (waker, wakee) = (self.running, self.asleep);
+        self.busy_ns[waker.1] += 10_000;
+        // The waker sleeps on its pipe, the wakee runs where it was put.
+        self.free_since[waker.1] = b.now_ns + 1_000;
+        self.running = (wakee.0, cpus[0]);
+        self.asleep = waker;
+    }
+}
+
+/// A busy machine; see the module comment.
+struct Mixed {
+    nr: usize,
+    now: u64,
+    r: XorShift,
+    prev: Vec<usize>,
+    busy_ns: Vec<u64>,
+}
+
+impl Mixed {
+    fn new(nr: usize) -> Self {
+        let mut r = XorShift::new(7);
+        let prev = (0..200).map(|_| r.below(nr as u64) as usize).collect();
+        Mixed {
+            nr,
+            now: 1_000_000_000,
+            r,
+            prev,
+            busy_ns: vec![0; nr],
+        }
+    }
+}
+
+impl Load for Mixed {
+    fn next(&mut self) -> Batch {
+        let r = &mut self.r;
+        self.now += 5_000 + r.below(200_000);
+        let now = self.now;
+        let mut readings = Vec::with_capacity(self.nr);
+        for c in 0..self.nr {
+            self.busy_ns[c] += r.below(200_000);
+            let mut s = CpuReading {
+                idle: true,
+                last_idle_ns: r.below(2_000_000),
+                last_idle_end_ns: now.saturating_sub(r.below(10_000_000)),
+                free_since_ns: now.saturating_sub(r.below(400_000)) + r.below(50_000),
+                busy_ns: self.busy_ns[c],
+                own_wakee_until_ns: if r.chance(5) { now + 100_000 } else { 0 },
+                ttwu_pending: r.chance(5),
+                inflight: r.chance(5) as u32,
+                ..Default::default()
+            };
+            if r.chance(65) {
+                s.idle = false;
+                s.curr_pid = 5_000 + c as i32;
+                s.nr_runnable = 1 + r.below(3) as u32;
+                s.dsq_queued = s.nr_runnable - 1;
+                s.free_since_ns = 0;
+                s.run_start_ns = now - r.below(1_000_000);
+            }
+            readings.push(s);
+        }
+        let sleeps = (0..r.below(3))
+            .map(|_| Sleep {
+                pid: r.below(200) as u32 + 10,
+                cpu: r.below(self.nr as u64) as usize,
+                ran_ns: r.below(2 * SLICE_NS),
+                at_ns: now - r.below(5_000),
+            })
+            .collect();
+        let wakeups = (0..1 + r.below(4))
+            .map(|_| {
+                let i = r.below(200) as usize;
+                let waker_cpu = r.below(self.nr as u64) as usize;
+                let waker = Waker {
+                    cpu: waker_cpu,
+                    pid: if r.chance(90) {
+                        r.below(200) as u32 + 10
+                    } else {
+                        0
+                    },
+                    context: if r.chance(25) {
+                        WakerContext::Softirq
+                    } else {
+                        WakerContext::Task
+                    },
+                    exiting: r.chance(2),
+                    per_cpu_kthread: r.chance(5),
+                    nr_runnable: r.below(3) as u32,
+                    ttwu_pending: r.chance(5),
+                    wake_flags: 0x08 | if r.chance(50) { 0x10 } else { 0 },
+                    select_ns: now - r.below(300_000),
+                };
+                let allowed = if r.chance(10) {
+                    let lo = r.below(self.nr as u64) as usize;
+                    CpuSet::from_cpus([lo, (lo + 1) % self.nr, (lo + 3) % self.nr])
+                } else {
+                    CpuSet::first_n(self.nr)
+                };
+                let mut w = wakeup(i as u32 + 10, self.prev[i], waker, allowed, now);
+                if r.chance(3) {
+                    // A pinned task's wake-up: no ops.select_cpu().
+                    w.waker = None;
+                }
+                w
+            })
+            .collect();
+        Batch {
+            readings,
+            now_ns: now,
+            sleeps,
+            wakeups,
+        }
+    }
+
+    fn placed(&mut self, b: &Batch, cpus: &[usize]) {
+        for (w, &c) in b.wakeups.iter().zip(cpus) {
+            self.prev[(w.pid - 10) as usize] = c;
+        }
+    }
+}
+
+fn load(name: &str, nr: usize) -> Box<dyn Load> {
+    match name {
+        "pingpong" => Box::new(PingPong::new(nr)),
+        "mixed" => Box::new(Mixed::new(nr)),
+        other => panic!("unknown load {other}: pingpong or mixed"),
+    }
+}
+
+fn placer(topo: Topology, preset: &str) -> Placer {
+    let mut p = Placer::new(
+        topo,
+        Config::from_preset(preset).expect("preset"),
+        AGENT_PID,
+        SLICE_NS,
+        super::placement::DEFAULT_TASK_TABLE,
+    )
+    .expect("placer");
+    // --agent-spin-us defaults to 50: the agent polls after a batch.
+    p.set_agent_spins(true);
+    p
+}
+
+fn env(key: &str, default: &str) -> String {
+    std::env::var(key).unwrap_or_else(|_| default.to_string())
+}
+
+#[test]
+#[ignore = "a driver for tools/bench/decision-cost, not a check"]
+fn decision_cost() {
+    let load_name = env("WAKELAB_COST_LOAD", "pingpong");
+    let topo = shape(&env("WAKELAB_COST_SHAPE", "2x1x2x2"));
+    let preset = env("WAKELAB_COST_PRESET", "mainline");
+    let n: usize = env("WAKELAB_COST_N", "2000")
+        .parse()
+        .expect("WAKELAB_COST_N");
+    let nr = topo.nr_cpus();
+    let mut p = placer(topo, &preset);
+    let mut work = load(&load_name, nr);
+    let mut out = Vec::with_capacity(8);
+    let mut fnv = Fnv::default();
+    let (mut decisions, mut batches) = (0usize, 0usize);
+    // Warm up with as many wake-ups as are measured: the task table filled,
+    // the utilisation averages settled, the generator's tasks spread.
+    for measured in [false, true] {
+        let mut done = 0;
+        while done < n {
+            let b = work.next();
+            out.clear();
+            if measured {
+                decide(&mut p, &b, &mut out);
+                batches += 1;
+            } else {
+                // Not through a function of its own: the compiler would merge
+                // it with `decide`, and callgrind count the warm-up too.
+                p.begin_batch(&b.readings, b.now_ns);
+                for s in &b.sleeps {
+                    p.on_sleep(s);
+                }
+                for w in &b.wakeups {
+                    out.push(p.place(w).cpu);
+                }
+            }
+            work.placed(&b, &out);
+            done += out.len();
+            for &c in &out {
+                fnv.write_u64(c as u64);
+            }
+        }
+        if measured {
+            decisions = done;
+        }
+    }
+    println!(
+        "decision_cost load={load_name} cpus={nr} preset={preset} batches={batches} decisions={decisions} cpus_hash={:016x}",
+        fnv.finish()
+    );
+}
+
+#[test]
+#[ignore = "prints a fingerprint of the placer's decisions, see the module comment"]
+fn decision_fingerprint() {
+    let mut all = Fnv::default();
+    for preset in ["mainline", "v5.10", "v5.13", "v5.14", "v6.12"] {
+        for shape_name in ["2x1x2x2", "1x1x4x2", "2x1x16x2", "2x2x32x2", "1x2x3x1"] {
+            for load_name in ["pingpong", "mixed"] {
+                let mut topo = shape(shape_name);
+                if shape_name == "1x1x4x2" {
+                    // A hole: CPU 3 offline (its sibling 2 left alone).
+                    topo.set_online(3, false).expect("offline");
+                }
+                let nr = topo.nr_cpus();
+                let mut p = placer(topo, preset);
+                let (tx, rx) = sync_channel(64);
+                p.set_trace(tx);
+                let mut work = load(load_name, nr);
+                let mut h = Fnv::default();
+                let mut out = Vec::new();
+                for _ in 0..400 {
+                    let b = work.next();
+                    out.clear();
+                    decide(&mut p, &b, &mut out);
+                    work.placed(&b, &out);
+                    for &c in &out {
+                        h.write_u64(c as u64);
+                    }
+                    while let Ok(rec) = rx.try_recv() {
+                        h.write(serde_json::to_string(&rec).unwrap().as_bytes());
+                    }
+                }
+                assert_eq!(p.trace_dropped, 0);
+                h.write(format!("{:?}", p.engine().counters()).as_bytes());
+                h.write(format!("{:?}", p.engine().llc_states()).as_bytes());
+                println!(
+                    "fingerprint {preset} {shape_name} {load_name} {:016x}",
+                    h.finish()
+                );
+                all.write_u64(h.finish());
+            }
+        }
+    }
+    println!("fingerprint all {:016x}", all.finish());
+}
+
+/// FNV-1a, 64 bits: stable across Rust releases, unlike std's hasher.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
