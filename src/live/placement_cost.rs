@@ -5,16 +5,20 @@
 //! calls of [`decide`] (`--toggle-collect`), and divides by the decisions;
 //! docs/benchmarks/decision-cost.md holds the numbers.
 //!
-//! Both tests are `#[ignore]`d: they measure or fingerprint, they check nothing.
+//! Both run in `cargo test` with small defaults and check what a measurement
+//! rests on; the tool runs them bigger (400 batches for the fingerprint):
 //! - `decision_cost`: one workload on one machine, from the environment:
 //!   `WAKELAB_COST_LOAD` (`pingpong` or `mixed`), `WAKELAB_COST_SHAPE`
 //!   (`NODESxLLCSxCORESxTHREADS`), `WAKELAB_COST_PRESET`, `WAKELAB_COST_N`
-//!   (wake-ups measured, after as many again unmeasured to warm up).
+//!   (wake-ups measured, after as many again unmeasured to warm up). It
+//!   checks that every decision is an allowed CPU of the machine.
 //! - `decision_fingerprint`: every workload on several machines and presets in
 //!   trace mode, hashed: every decision's inputs as the engine saw them (the
 //!   snapshot, the idle-core hints, task and waker), its rule chain and CPU,
 //!   and the final counters. A change meant to make the agent cheaper must
-//!   leave the printed hash as it was.
+//!   leave the printed hash as it was. It checks that the hash is the same on
+//!   a second pass (no decision depends on anything but its inputs) and that
+//!   trace mode, which copies the inputs, leaves every CPU as without it.
 //!
 //! Workloads:
 //! - `pingpong`: two tasks waking each other with sync wake-ups (a pipe),
@@ -319,15 +323,15 @@ fn env(key: &str, default: &str) -> String {
 }
 
 #[test]
-#[ignore = "a driver for tools/bench/decision-cost, not a check"]
 fn decision_cost() {
     let load_name = env("WAKELAB_COST_LOAD", "pingpong");
     let topo = shape(&env("WAKELAB_COST_SHAPE", "2x1x2x2"));
     let preset = env("WAKELAB_COST_PRESET", "mainline");
-    let n: usize = env("WAKELAB_COST_N", "2000")
+    let n: usize = env("WAKELAB_COST_N", "200")
         .parse()
         .expect("WAKELAB_COST_N");
     let nr = topo.nr_cpus();
+    let online = topo.online().clone();
     let mut p = placer(topo, &preset);
     let mut work = load(&load_name, nr);
     let mut out = Vec::with_capacity(8);
@@ -354,6 +358,13 @@ fn decision_cost() {
                     out.push(p.place(w).cpu);
                 }
             }
+            for (w, &c) in b.wakeups.iter().zip(&out) {
+                assert!(
+                    online.contains(c) && w.allowed.contains(c),
+                    "{load_name}: pid {} placed on CPU {c}, not an allowed online CPU",
+                    w.pid
+                );
+            }
             work.placed(&b, &out);
             done += out.len();
             for &c in &out {
@@ -370,45 +381,71 @@ fn decision_cost() {
     );
 }
 
+/// One workload's run of `batches` batches: the hash of its CPUs alone, and
+/// with trace mode, the hash of everything (see the module comment).
+fn fingerprint_one(
+    preset: &str,
+    shape_name: &str,
+    load_name: &str,
+    batches: usize,
+    traced: bool,
+) -> (u64, u64) {
+    let mut topo = shape(shape_name);
+    if shape_name == "1x1x4x2" {
+        // A hole: CPU 3 offline (its sibling 2 left alone).
+        topo.set_online(3, false).expect("offline");
+    }
+    let nr = topo.nr_cpus();
+    let mut p = placer(topo, preset);
+    let (tx, rx) = sync_channel(64);
+    if traced {
+        p.set_trace(tx);
+    }
+    let mut work = load(load_name, nr);
+    let (mut cpus, mut h) = (Fnv::default(), Fnv::default());
+    let mut out = Vec::new();
+    for _ in 0..batches {
+        let b = work.next();
+        out.clear();
+        decide(&mut p, &b, &mut out);
+        work.placed(&b, &out);
+        for &c in &out {
+            cpus.write_u64(c as u64);
+            h.write_u64(c as u64);
+        }
+        while let Ok(rec) = rx.try_recv() {
+            h.write(serde_json::to_string(&rec).unwrap().as_bytes());
+        }
+    }
+    assert_eq!(p.trace_dropped, 0);
+    h.write(format!("{:?}", p.engine().counters()).as_bytes());
+    h.write(format!("{:?}", p.engine().llc_states()).as_bytes());
+    (cpus.finish(), h.finish())
+}
+
 #[test]
-#[ignore = "prints a fingerprint of the placer's decisions, see the module comment"]
 fn decision_fingerprint() {
+    let batches: usize = env("WAKELAB_FINGERPRINT_BATCHES", "40")
+        .parse()
+        .expect("WAKELAB_FINGERPRINT_BATCHES");
     let mut all = Fnv::default();
     for preset in ["mainline", "v5.10", "v5.13", "v5.14", "v6.12"] {
         for shape_name in ["2x1x2x2", "1x1x4x2", "2x1x16x2", "2x2x32x2", "1x2x3x1"] {
             for load_name in ["pingpong", "mixed"] {
-                let mut topo = shape(shape_name);
-                if shape_name == "1x1x4x2" {
-                    // A hole: CPU 3 offline (its sibling 2 left alone).
-                    topo.set_online(3, false).expect("offline");
-                }
-                let nr = topo.nr_cpus();
-                let mut p = placer(topo, preset);
-                let (tx, rx) = sync_channel(64);
-                p.set_trace(tx);
-                let mut work = load(load_name, nr);
-                let mut h = Fnv::default();
-                let mut out = Vec::new();
-                for _ in 0..400 {
-                    let b = work.next();
-                    out.clear();
-                    decide(&mut p, &b, &mut out);
-                    work.placed(&b, &out);
-                    for &c in &out {
-                        h.write_u64(c as u64);
-                    }
-                    while let Ok(rec) = rx.try_recv() {
-                        h.write(serde_json::to_string(&rec).unwrap().as_bytes());
-                    }
-                }
-                assert_eq!(p.trace_dropped, 0);
-                h.write(format!("{:?}", p.engine().counters()).as_bytes());
-                h.write(format!("{:?}", p.engine().llc_states()).as_bytes());
-                println!(
-                    "fingerprint {preset} {shape_name} {load_name} {:016x}",
-                    h.finish()
+                let (cpus, h) = fingerprint_one(preset, shape_name, load_name, batches, true);
+                let what = format!("{preset} {shape_name} {load_name}");
+                assert_eq!(
+                    fingerprint_one(preset, shape_name, load_name, batches, true),
+                    (cpus, h),
+                    "{what}: a second pass decided otherwise"
                 );
-                all.write_u64(h.finish());
+                assert_eq!(
+                    fingerprint_one(preset, shape_name, load_name, batches, false).0,
+                    cpus,
+                    "{what}: trace mode changed a decision"
+                );
+                println!("fingerprint {what} {h:016x}");
+                all.write_u64(h);
             }
         }
     }
