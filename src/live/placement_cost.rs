@@ -331,7 +331,7 @@ fn decision_cost() {
         .parse()
         .expect("WAKELAB_COST_N");
     let nr = topo.nr_cpus();
-    let online = topo.online().clone();
+    let online = *topo.online();
     let mut p = placer(topo, &preset);
     let mut work = load(&load_name, nr);
     let mut out = Vec::with_capacity(8);
