@@ -7,6 +7,15 @@ LMB=${LMB:-/opt/lmbench/bin}
 SECS=${SECS:-8}
 echo "ORACLE-KERNEL $(uname -r)"
 
+# A kernel built without BTF has no /sys/kernel/btf/vmlinux. Hide the directory under an
+# empty tmpfs: `oracle record` must refuse in one line and a non-zero exit.
+if mount -t tmpfs none /sys/kernel/btf 2>/dev/null; then
+    scx_wakelab oracle record --out /tmp/nobtf.jsonl --seconds 1 >/tmp/nobtf.out 2>&1
+    rc=$?
+    umount /sys/kernel/btf
+    echo "ORACLE-NOBTF rc=$rc lines=$(wc -l </tmp/nobtf.out) $(head -c 300 /tmp/nobtf.out | tr '\n' ' ')"
+fi
+
 workload() { # name: runs for about SECS seconds
     end=$(( $(date +%s) + SECS ))
     case "$1" in
