@@ -244,8 +244,16 @@ struct wl_shared {
 	u64 nr_ring_msgs;
 	u64 agent_consumed;
 	u64 agent_consumed_wakeups;
-	/* Owner agent: decisions it holds that it could not hand over yet. */
-	u64 agent_backlog;
+	/*
+	 * Owner agent: wake-ups it has read and not yet handed over as
+	 * decisions (a batch being decided, or decisions the ring transport
+	 * could not submit yet). Invariant: raised before agent_consumed
+	 * advances past them, lowered only once BPF has their decisions, so
+	 * that between the two the agent counts as having work: preempted
+	 * mid-batch, it is run again at once instead of being parked with the
+	 * batch's tasks waiting for it.
+	 */
+	u64 agent_holding;
 	/*
 	 * Owner BPF (atomic adds): decisions recorded and not yet carried out
 	 * or dropped; each task_ctx.decision_pending 0 -> 1 exchange adds one,

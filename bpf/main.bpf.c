@@ -641,7 +641,7 @@ static u64 agent_lag_ns(u64 now)
  */
 static bool agent_has_work(void)
 {
-	if (agent_needed || READ_ONCE(wl_shared.agent_backlog))
+	if (agent_needed || READ_ONCE(wl_shared.agent_holding))
 		return true;
 	if (nr_queued_to_agent != READ_ONCE(wl_shared.agent_consumed_wakeups))
 		return true;

@@ -93,10 +93,16 @@ pub struct AgentConfig {
 const BATCH: usize = APPLY_MAX;
 /// How often the scheduling thread publishes counters for the stats thread.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
-/// Apply runs in a row that look again for decisions whose task was not
-/// parked yet (the agent read the message first); the heartbeat does the
-/// rest.
-const MAX_APPLY_RETRIES: u32 = 16;
+/// How long after handing a batch over the agent looks again for decisions
+/// whose task was not parked yet (it read the message before ops.enqueue()'s
+/// insert took effect), pausing between looks so that the enqueuing CPU can
+/// finish; the heartbeat does the rest. A count of quick retries ran out
+/// under an emulator that serialises CPUs before the other CPU ran at all,
+/// and the task then waited for the heartbeat (100 ms): on hardware the
+/// insert lands within microseconds, and the budget is seldom used.
+const APPLY_RETRY_NS: u64 = 1_000_000;
+/// PAUSEs between two such looks.
+const APPLY_RETRY_PAUSES: u32 = 64;
 
 /// How decisions reach BPF.
 enum Transport {
@@ -126,7 +132,8 @@ pub struct Agent<'a> {
     /// Messages read from the ring so far (BPF's nr_ring_msgs counts those
     /// submitted): a spinning agent compares the two, no syscall.
     consumed: u64,
-    apply_retries: u32,
+    /// Until when wants_retry() looks again (CLOCK_MONOTONIC, ns).
+    retry_until_ns: u64,
     /// --debug-half-apply: the signal, and when it may fire.
     half_apply: Option<(i32, Instant)>,
 }
@@ -359,7 +366,7 @@ impl<'a> Agent<'a> {
             control,
             spin_ns: cfg.spin_us * 1000,
             consumed: 0,
-            apply_retries: 0,
+            retry_until_ns: 0,
             half_apply: cfg
                 .debug_half_apply
                 .map(|sig| (sig, Instant::now() + Duration::from_secs(2))),
@@ -424,12 +431,15 @@ impl<'a> Agent<'a> {
         if msgs.is_empty() {
             return;
         }
-        let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
         let wakeups = msgs
             .iter()
             .filter(|m| matches!(m, Message::Wakeup(_)))
             .count() as u64;
-        protocol::note_consumed(bss, msgs.len() as u64, wakeups);
+        // Held from now until hand_over(): BPF runs a preempted agent on while it holds
+        // wake-ups, whose tasks wait for nothing else.
+        let held = wakeups + self.backlog_len() as u64;
+        let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
+        protocol::note_consumed(bss, msgs.len() as u64, wakeups, held);
         self.consumed += msgs.len() as u64;
         let now = msgs
             .iter()
@@ -496,7 +506,8 @@ impl<'a> Agent<'a> {
                     self.half_apply = None;
                 }
                 protocol::apply(&self.skel.progs.apply_decisions, bss, &self.batch)?;
-                self.apply_retries = 0;
+                protocol::set_holding(bss, 0);
+                self.retry_until_ns = monotonic_ns() + APPLY_RETRY_NS;
             }
             Transport::Ring { backlog, .. } => backlog.extend(self.batch.drain(..)),
         }
@@ -505,18 +516,20 @@ impl<'a> Agent<'a> {
     }
 
     /// Fast lane: decisions whose task was not parked yet when the apply
-    /// run looked (the agent read the message first). Look again, a few
-    /// times; the heartbeat does the rest. Returns whether it did.
+    /// run looked (the agent read the message first). Look again, pausing
+    /// between looks, for up to APPLY_RETRY_NS after the batch; the
+    /// heartbeat does the rest. Returns whether it looked.
     fn wants_retry(&mut self) -> bool {
-        if !matches!(self.transport, Transport::FastLane) || self.apply_retries >= MAX_APPLY_RETRIES
-        {
+        if !matches!(self.transport, Transport::FastLane) {
             return false;
         }
         let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
-        if protocol::decisions_pending(bss) == 0 {
+        if protocol::decisions_pending(bss) == 0 || monotonic_ns() >= self.retry_until_ns {
             return false;
         }
-        self.apply_retries += 1;
+        for _ in 0..APPLY_RETRY_PAUSES {
+            std::hint::spin_loop();
+        }
         self.local.apply_retries += 1;
         if let Err(e) = protocol::apply(&self.skel.progs.apply_decisions, bss, &[]) {
             warn!("{e:#}");
@@ -545,7 +558,7 @@ impl<'a> Agent<'a> {
         }
         let n = backlog.len() as u64;
         if let Some(bss) = self.skel.maps.bss_data.as_mut() {
-            protocol::set_backlog(bss, n);
+            protocol::set_holding(bss, n);
         }
     }
 

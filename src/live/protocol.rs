@@ -263,16 +263,23 @@ pub fn ring_msgs(b: &bss) -> u64 {
     vol!(shared(b).nr_ring_msgs)
 }
 
-/// The agent read `msgs` more messages, `wakeups` of them wake-ups.
-pub fn note_consumed(b: &mut bss, msgs: u64, wakeups: u64) {
+/// The agent read `msgs` more messages, `wakeups` of them wake-ups, and holds their
+/// decisions until it hands them over: `holding` of them in all (see `agent_holding` in
+/// intf.h), published before the ring's progress so that BPF never sees the wake-ups
+/// consumed and not held.
+pub fn note_consumed(b: &mut bss, msgs: u64, wakeups: u64, holding: u64) {
+    set_holding(b, holding);
+    std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
     let sh = &mut b.wl_shared;
     sh.agent_consumed += msgs;
     sh.agent_consumed_wakeups += wakeups;
 }
 
-/// Decisions the agent holds that it could not hand over yet.
-pub fn set_backlog(b: &mut bss, n: u64) {
-    b.wl_shared.agent_backlog = n;
+/// Wake-ups the agent holds whose decisions BPF does not have yet.
+pub fn set_holding(b: &mut bss, n: u64) {
+    // SAFETY: a plain u64 of the mapped .bss; volatile so that the store is neither
+    // dropped nor moved across the fences around it.
+    unsafe { std::ptr::write_volatile(&mut b.wl_shared.agent_holding, n) };
 }
 
 /// Decisions recorded in BPF and not carried out yet.
