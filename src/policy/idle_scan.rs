@@ -257,6 +257,7 @@ impl Step<'_> {
                 // nr_idle_scan + 1, "because !--nr is the condition to stop scan"; an
                 // overloaded LLC is unlikely to have an idle CPU or core: don't scan at all
                 // (before the loop, so even an idle-core search is skipped).
+                // A stored depth comes from a trace: saturate rather than wrap.
                 let nr = match self.llc[topo.llc_index(target)].nr_idle_scan {
                     Some(n) => n,
                     None => {
@@ -271,7 +272,8 @@ impl Step<'_> {
                             self.cfg.imbalance_pct_llc,
                         )
                     }
-                } + 1;
+                }
+                .saturating_add(1);
                 self.sis_nr = Some(nr);
                 if nr == 1 {
                     self.push(Rule::SisUtilOverloaded);

@@ -1028,6 +1028,18 @@ fn stored_nr_idle_scan_overrides_the_util_estimate() {
         d.chain
     );
     assert!(d.chain.contains(Rule::SisUtilOverloaded));
+    // A trace may carry any u64: the depth saturates instead of wrapping past zero.
+    e.set_llc_state(
+        0,
+        LlcState {
+            has_idle_cores: false,
+            nr_idle_scan: Some(u64::MAX),
+            ..LlcState::default()
+        },
+    );
+    let mut t = wakee(1, 8, 16);
+    let d = e.select_cpu(&busy8, &mut t, &mut WakeCtx::ttwu(8, waker_task(2, 16), 0));
+    assert_eq!((d.cpu, d.sis_nr), (9, Some(u64::MAX)), "{:?}", d.chain);
 }
 
 #[test]
