@@ -447,11 +447,9 @@ fn waker_has_delayed(rec: &TraceRecord) -> bool {
     let CpuStates::List(v) = &rec.cpus else {
         return false;
     };
-    rec.cpus
-        .resolve(v.len())
-        .ok()
-        .and_then(|s| s.get(rec.wake.waker_cpu).map(|c| c.nr_delayed > 0))
-        .unwrap_or(false)
+    // That one CPU's state, as resolve() would give it, without building every CPU's.
+    v.get(rec.wake.waker_cpu)
+        .is_some_and(|s| s.0.apply(CpuSnapshot::default()).nr_delayed > 0)
 }
 
 /// The race between the recorder's reads and the kernel's: records in which some CPU's
