@@ -122,9 +122,9 @@ impl Args for PolicyArgs {
                     .value_parser(PossibleValuesParser::new(PRESET_NAMES))
                     .action(ArgAction::Set)
                     .help(
-                        "Kernel preset to start from. v5.10, v5.12, v5.13, v5.14, v5.15, v6.0, \
-                         v6.5, v6.12, v6.12.y, v6.16 (= mainline) and mainline+barry (mainline \
-                         + Barry Song's unmerged in_task() patch)",
+                        "Kernel preset to start from: a kernel release, or a stable series \
+                         (.y) with its backports, as listed below; v6.16 is mainline, and \
+                         mainline+barry is mainline with Barry Song's unmerged in_task() patch",
                     ),
             )
             .arg(
