@@ -66,6 +66,29 @@ enum wakelab_consts {
 	WL_MASK_WORDS		= WL_MAX_CPUS / 64,
 	/* Placement the agent may ask for: any CPU (the fallback queue). */
 	WL_CPU_ANY		= -1,
+	/* Slots of wl_shared.handoff (a power of two). */
+	WL_HANDOFF_SLOTS	= 1024,
+};
+
+/*
+ * A handoff slot's word: (seq << WL_HANDOFF_SEQ_SHIFT) | (cpu <<
+ * WL_HANDOFF_CPU_SHIFT) | state, where seq is the wake-up's handoff sequence
+ * number (wakeup_msg.handoff_seq, from 1; its low 46 bits) and cpu the
+ * decided CPU (WL_HANDOFF_DECIDED only).
+ */
+#define WL_HANDOFF_SEQ_SHIFT	18
+#define WL_HANDOFF_CPU_SHIFT	2
+#define WL_HANDOFF_STATE_MASK	3
+
+enum wl_handoff_state {
+	/* Nobody's: ops.select_cpu() may claim it. */
+	WL_HANDOFF_FREE		= 0,
+	/* Claimed for wake-up seq: neither the decision nor the task is here yet. */
+	WL_HANDOFF_WAITING	= 1,
+	/* ops.enqueue() came first and parked the task: decide through apply_decisions. */
+	WL_HANDOFF_PARKED	= 2,
+	/* The agent came first: ops.enqueue() carries the decision out itself. */
+	WL_HANDOFF_DECIDED	= 3,
 };
 
 /*
@@ -117,6 +140,11 @@ enum wakeup_msg_flags {
 	WL_MSG_KTHREAD		= 1 << 4,
 	/* The task may run on every CPU; cpus_allowed was not filled in. */
 	WL_MSG_ALL_CPUS		= 1 << 5,
+	/*
+	 * Sent by ops.select_cpu(), before the task is enqueued, with a handoff
+	 * slot (handoff_seq): see wl_shared.handoff.
+	 */
+	WL_MSG_HANDOFF		= 1 << 6,
 };
 
 struct wakeup_msg {
@@ -142,6 +170,7 @@ struct wakeup_msg {
 	u64 select_ns;		/* when ops.select_cpu() ran */
 	u64 enqueue_ns;		/* when ops.enqueue() queued it to the agent */
 	u64 enqueue_mono_ns;	/* the same moment on CLOCK_MONOTONIC (wl_hop) */
+	u64 handoff_seq;	/* WL_MSG_HANDOFF: the wake-up's handoff slot */
 	u64 weight;		/* p->scx.weight (100 = nice 0) */
 	u64 exec_runtime;	/* ns run since the task last went to sleep
 				 * (WL_MSG_SLEEP: ns run in the period that
@@ -236,12 +265,17 @@ struct wl_shared {
 	struct cpu_state cpu_state[WL_MAX_CPUS];
 	/*
 	 * Ring progress. nr_ring_msgs (owner BPF) counts messages submitted to
-	 * the wakeups ring; agent_consumed (owner agent) those it has read, and
+	 * the wakeups ring, nr_ring_wakeups the WL_MSG_ENQUEUE part of them;
+	 * agent_consumed (owner agent) those it has read, and
 	 * agent_consumed_wakeups the WL_MSG_ENQUEUE part of them. Invariant:
 	 * nr_ring_msgs - agent_consumed messages wait in the ring, so a spinning
-	 * agent needs no syscall to see new work.
+	 * agent needs no syscall to see new work; it polls for wake-ups
+	 * (nr_ring_wakeups != agent_consumed_wakeups) and leaves sleep reports
+	 * in the ring for the next wake-up's batch, as BPF does not wake it for
+	 * them either (agent_has_work()).
 	 */
 	u64 nr_ring_msgs;
+	u64 nr_ring_wakeups;
 	u64 agent_consumed;
 	u64 agent_consumed_wakeups;
 	/*
@@ -306,6 +340,28 @@ struct wl_shared {
 	 * decisions apply_decisions carries out (struct apply_args.nr of them).
 	 */
 	struct decision_msg apply_slots[WL_APPLY_MAX];
+	/*
+	 * The handoff: a decision that reaches ops.enqueue() through memory,
+	 * with no apply run. A wake-up whose ops.select_cpu() can send its
+	 * message at once (WL_MSG_HANDOFF) claims the slot handoff_seq %
+	 * WL_HANDOFF_SLOTS, FREE -> WAITING (BPF, never over a DECIDED one).
+	 * Then the agent and the task's ops.enqueue() race, each with one
+	 * compare-and-swap from WAITING: the agent to DECIDED with its CPU
+	 * (committed_ns written first), ops.enqueue() to PARKED. Whoever
+	 * loses takes the other road: the agent hands the decision to
+	 * apply_decisions as before; ops.enqueue() finds DECIDED, sets the
+	 * slot FREE and queues the task on the decided CPU itself. The
+	 * kernel's ops.select_cpu() runs on the waker's CPU before the
+	 * wake-up is sent on to the wakee's, so a polling agent often decides
+	 * before the enqueue and the wakee's CPU is not woken twice.
+	 * Invariant: a DECIDED slot holds one wl_shared.inflight count for
+	 * its CPU, given back by whoever frees it (the enqueue, or
+	 * handoff_cancel() when the task is not enqueued as this wake-up).
+	 */
+	struct handoff_slot {
+		u64 word;
+		u64 committed_ns;
+	} handoff[WL_HANDOFF_SLOTS];
 };
 
 #endif /* __WAKELAB_INTF_H */

@@ -87,6 +87,8 @@ const volatile u32 ring_limit;
 const volatile bool ring_transport;
 /* Test aid: honour WL_APPLY_RECORD_ONLY (--debug-half-apply). */
 const volatile bool debug_half_apply;
+/* Send wake-ups from ops.select_cpu() with a handoff slot (--agent-handoff). */
+const volatile bool handoff_on;
 
 /* Heartbeat period: the agent runs at least this often. */
 #define WL_HEARTBEAT_NS 100000000ULL
@@ -182,6 +184,12 @@ volatile u64 nr_requeues_in_place;
  * that found no decided task.
  */
 volatile u64 nr_applied_to_idle, nr_applied_to_queue, nr_apply_runs, nr_apply_misses;
+/*
+ * The handoff (wl_shared.handoff): wake-ups sent from ops.select_cpu(),
+ * decisions ops.enqueue() carried out itself, and wake-ups sent from
+ * ops.enqueue() because their slot still held an uncollected decision.
+ */
+volatile u64 nr_handoff_msgs, nr_handoffs, nr_handoff_slot_busy;
 /*
  * Decided tasks the heartbeat moved itself: their decision was recorded
  * before they were parked, or the agent stopped before carrying it out.
@@ -324,6 +332,12 @@ struct task_ctx {
 	u32 parked_on_plus1;
 	/* Counted in queued_hint[] at this slot, plus one (0: not counted). */
 	u32 hint_slot_plus1;
+	/*
+	 * The handoff slot ops.select_cpu() claimed for this wake-up and sent
+	 * its message with (wl_shared.handoff), 0 if none: the enqueue that
+	 * follows takes the slot's decision or parks the task.
+	 */
+	u64 handoff_seq;
 };
 
 struct {
@@ -643,7 +657,7 @@ static bool agent_has_work(void)
 {
 	if (agent_needed || READ_ONCE(wl_shared.agent_holding))
 		return true;
-	if (nr_queued_to_agent != READ_ONCE(wl_shared.agent_consumed_wakeups))
+	if (READ_ONCE(wl_shared.nr_ring_wakeups) != READ_ONCE(wl_shared.agent_consumed_wakeups))
 		return true;
 	return bpf_ringbuf_query(&wakeups, BPF_RB_AVAIL_DATA) >
 	       WL_RING_ENTRIES * sizeof(struct wakeup_msg) / 2;
@@ -822,6 +836,95 @@ static bool clear_decision(struct task_ctx *tctx)
 }
 
 /*
+ * The handoff (wl_shared.handoff in intf.h). Sequence numbers start at 1;
+ * a slot's word keeps their low 46 bits, which do not wrap in practice.
+ */
+static u64 handoff_seq_next;
+
+static u64 handoff_word(u64 seq, s32 cpu, u32 state)
+{
+	return (seq << WL_HANDOFF_SEQ_SHIFT) | ((u64)(u32)cpu << WL_HANDOFF_CPU_SHIFT) | state;
+}
+
+static bool handoff_is(u64 word, u64 seq, u32 state)
+{
+	return (word >> WL_HANDOFF_SEQ_SHIFT) == ((seq << WL_HANDOFF_SEQ_SHIFT) >> WL_HANDOFF_SEQ_SHIFT) &&
+	       (word & WL_HANDOFF_STATE_MASK) == state;
+}
+
+static s32 handoff_cpu(u64 word)
+{
+	return (word >> WL_HANDOFF_CPU_SHIFT) & 0xffff;
+}
+
+static struct handoff_slot *handoff_slot_of(u64 seq)
+{
+	u32 i = seq & (WL_HANDOFF_SLOTS - 1);
+
+	return MEMBER_VPTR(wl_shared, .handoff[i]);
+}
+
+/*
+ * Claim a slot for a wake-up about to be sent from ops.select_cpu(): its
+ * sequence number, or 0 when the slot still holds a decision nobody has
+ * collected (then the wake-up is sent from ops.enqueue(), as without the
+ * handoff).
+ */
+static u64 handoff_claim(void)
+{
+	u64 seq = __sync_fetch_and_add(&handoff_seq_next, 1) + 1;
+	struct handoff_slot *slot = handoff_slot_of(seq);
+	u64 old;
+
+	if (!slot)
+		return 0;
+	old = READ_ONCE(slot->word);
+	if ((old & WL_HANDOFF_STATE_MASK) == WL_HANDOFF_DECIDED ||
+	    __sync_val_compare_and_swap(&slot->word, old,
+					handoff_word(seq, 0, WL_HANDOFF_WAITING)) != old) {
+		__sync_fetch_and_add(&nr_handoff_slot_busy, 1);
+		return 0;
+	}
+	return seq;
+}
+
+/*
+ * Give @seq's slot up if nobody has taken it; a decision already there is
+ * dropped and its inflight count given back. Returns whether one was.
+ */
+static bool handoff_release(u64 seq)
+{
+	struct handoff_slot *slot = handoff_slot_of(seq);
+	u64 got;
+
+	if (!slot)
+		return false;
+	got = __sync_val_compare_and_swap(&slot->word, handoff_word(seq, 0, WL_HANDOFF_WAITING),
+					  handoff_word(seq, 0, WL_HANDOFF_FREE));
+	if (!handoff_is(got, seq, WL_HANDOFF_DECIDED))
+		return false;
+	WRITE_ONCE(slot->word, handoff_word(seq, 0, WL_HANDOFF_FREE));
+	inflight_done(handoff_cpu(got));
+	return true;
+}
+
+/*
+ * The task is not enqueued as the wake-up its slot was claimed for (it is
+ * requeued, or exits): give the slot up. Its decision, if the agent made
+ * one, is stale.
+ */
+static void handoff_cancel(struct task_ctx *tctx)
+{
+	u64 seq = tctx->handoff_seq;
+
+	if (!seq)
+		return;
+	tctx->handoff_seq = 0;
+	if (handoff_release(seq))
+		__sync_fetch_and_add(&nr_stale_decisions, 1);
+}
+
+/*
  * Record the agent's decision @d for its task. It is carried out by
  * apply_parked() once the task is found in the parking queue, which is
  * at once unless the agent was faster than ops.enqueue()'s insert. Returns
@@ -995,6 +1098,194 @@ static void apply_parked(bool late)
 /* -------------------------------------------------------------------------
  * Ops.
  */
+/*
+ * Fill @msg with @p's wake-up (or requeue) for the agent: @enq_flags as
+ * ops.enqueue() got them, @selected when ops.select_cpu()'s stash in @tctx
+ * is this wake-up's. Generation and time: tctx->enq_cnt and enqueue_ns.
+ */
+static void fill_wakeup_msg(struct wakeup_msg *msg, struct task_struct *p,
+			    struct task_ctx *tctx, u64 enq_flags, bool selected)
+{
+	msg->kind = WL_MSG_ENQUEUE;
+	msg->enqueue_mono_ns = bpf_ktime_get_ns();
+	msg->pid = p->pid;
+	msg->task_cpu = scx_bpf_task_cpu(p);
+	msg->nr_cpus_allowed = p->nr_cpus_allowed;
+	msg->enq_flags = enq_flags;
+	msg->enq_cnt = tctx->enq_cnt;
+	msg->enqueue_ns = tctx->enqueue_ns;
+	msg->weight = p->scx.weight;
+	msg->exec_runtime = tctx->exec_runtime;
+	msg->handoff_seq = 0;
+	msg->flags = 0;
+	if (enq_flags & SCX_ENQ_WAKEUP)
+		msg->flags |= WL_MSG_WAKEUP;
+	if (p->flags & PF_KTHREAD)
+		msg->flags |= WL_MSG_KTHREAD;
+	if (selected) {
+		msg->flags |= WL_MSG_SELECTED | tctx->waker_flags;
+		msg->prev_cpu = tctx->prev_cpu;
+		msg->waker_cpu = tctx->waker_cpu;
+		msg->waker_pid = tctx->waker_pid;
+		msg->waker_context = tctx->waker_context;
+		msg->wake_flags = tctx->wake_flags;
+		msg->select_ns = tctx->select_ns;
+		msg->waker_nr_runnable = tctx->waker_nr_runnable;
+		msg->waker_ttwu_pending = tctx->waker_ttwu_pending;
+	} else {
+		__sync_fetch_and_add(&nr_enqueue_without_select, 1);
+		msg->prev_cpu = msg->task_cpu;
+		msg->waker_cpu = -1;
+		msg->waker_pid = 0;
+		msg->waker_context = WAKER_TASK;
+		msg->wake_flags = 0;
+		msg->select_ns = 0;
+		msg->waker_nr_runnable = 0;
+		msg->waker_ttwu_pending = 0;
+	}
+	__builtin_memcpy(msg->comm, p->comm, sizeof(msg->comm));
+	/*
+	 * A fixed-size read of the task's cpumask. If the kernel's NR_CPUS is
+	 * smaller than WL_MAX_CPUS the tail bits are whatever follows the mask;
+	 * they describe CPUs that do not exist and the agent ignores them.
+	 * Most tasks may run anywhere: then the flag says so and the mask is
+	 * not copied (all ones for the agent).
+	 */
+	if (p->nr_cpus_allowed >= nr_cpu_ids) {
+		msg->flags |= WL_MSG_ALL_CPUS;
+	} else if (bpf_probe_read_kernel(msg->cpus_allowed, sizeof(msg->cpus_allowed),
+					 p->cpus_ptr)) {
+		msg->flags |= WL_MSG_ALL_CPUS;
+	}
+}
+
+/*
+ * Send @p's wake-up to the agent now, from ops.select_cpu() on the waker's
+ * CPU, with a handoff slot (wl_shared.handoff): the kernel sends the
+ * wake-up on to the wakee's CPU only after this returns (an IPI, with
+ * queued wake-ups), and a polling agent may have decided by the time
+ * ops.enqueue() runs there, which then queues the task on the decided CPU
+ * itself. What the agent sees is the same message ops.enqueue() would
+ * send, a little earlier: closer to the moment fair.c decides, in
+ * select_task_rq() on the waker's CPU. Anything in the way (not a
+ * ttwu wake-up, a task the agent does not place, a stalled agent, a full
+ * ring, no free slot) leaves the message to ops.enqueue(), as before.
+ */
+static void send_from_select(struct task_struct *p, struct task_ctx *tctx)
+{
+	struct wakeup_msg *msg;
+	u64 now, seq;
+
+	handoff_cancel(tctx);
+	if (!handoff_on || !(tctx->wake_flags & SCX_WAKE_TTWU) || must_bypass_agent(p) ||
+	    is_agent_helper_thread(p))
+		return;
+	now = scx_bpf_now();
+	if (agent_stalled(now) || agent_lag_ns(now) > agent_stall_ns)
+		return;
+	if (ring_limit && READ_ONCE(wl_shared.nr_ring_msgs) -
+			  READ_ONCE(wl_shared.agent_consumed) >= ring_limit)
+		return;
+	seq = handoff_claim();
+	if (!seq)
+		return;
+	msg = bpf_ringbuf_reserve(&wakeups, sizeof(*msg), 0);
+	if (!msg) {
+		handoff_release(seq);
+		return;
+	}
+	/* An older decision for this task is void now. */
+	if (clear_decision(tctx))
+		__sync_fetch_and_add(&nr_stale_decisions, 1);
+	tctx->enq_cnt++;
+	tctx->enqueue_ns = now;
+	tctx->applied_mono_ns = 0;
+	tctx->handoff_seq = seq;
+	fill_wakeup_msg(msg, p, tctx, SCX_ENQ_WAKEUP, true);
+	msg->flags |= WL_MSG_HANDOFF;
+	msg->handoff_seq = seq;
+	if (newidle_wait_own_wakee && (tctx->wake_flags & SCX_WAKE_SYNC) &&
+	    tctx->waker_cpu == tctx->prev_cpu)
+		set_own_wakee_until(tctx->prev_cpu, now + WL_OWN_WAKEE_WAIT_NS);
+	WRITE_ONCE(tctx->awaiting_gen, tctx->enq_cnt);
+	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
+	count_ring_msg(now);
+	__sync_fetch_and_add(&wl_shared.nr_ring_wakeups, 1);
+	__sync_fetch_and_add(&nr_queued_to_agent, 1);
+	__sync_fetch_and_add(&nr_handoff_msgs, 1);
+	wake_agent((tctx->wake_flags & SCX_WAKE_SYNC) ? tctx->waker_cpu : -1);
+}
+
+/*
+ * The agent decided @p's wake-up before its enqueue (the handoff): queue it
+ * on @decided as apply_parked() would have, with the same checks of what
+ * the agent may not know, from ops.enqueue() itself.
+ */
+static void carry_out_handed(struct task_struct *p, struct task_ctx *tctx, s32 decided,
+			     u64 committed, u64 enq_flags)
+{
+	s32 prev = scx_bpf_task_cpu(p), cpu = decided;
+	u64 now = bpf_ktime_get_ns(), gen = tctx->enq_cnt;
+
+	if (!cpu_valid(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) ||
+	    (p->migration_disabled && cpu != prev)) {
+		__sync_fetch_and_add(&nr_bounced_decisions, 1);
+		cpu = prev;
+	}
+	__sync_bool_compare_and_swap(&tctx->awaiting_gen, gen, 0);
+	tctx->applied_mono_ns = now;
+	inflight_done(decided);
+	hop_record(WL_HOP_COMMIT_APPLY, committed, now);
+	if (newidle_wait_own_wakee)
+		set_own_wakee_until(prev, 0);
+	__sync_fetch_and_add(&nr_agent_dispatches, 1);
+	__sync_fetch_and_add(&nr_handoffs, 1);
+	if (!cpu_valid(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
+		dispatch_fallback(p, enq_flags);
+		return;
+	}
+	if (scx_bpf_test_and_clear_cpu_idle(cpu)) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
+		runnable_add(cpu, 1);
+		__sync_fetch_and_add(&nr_applied_to_idle, 1);
+		return;
+	}
+	hint_enter(tctx, cpu);
+	scx_bpf_dsq_insert(p, cpu, slice_ns, enq_flags);
+	runnable_add(cpu, 1);
+	__sync_fetch_and_add(&nr_applied_to_queue, 1);
+	note_queued_on(cpu);
+}
+
+/*
+ * ops.enqueue() of a wake-up whose message ops.select_cpu() sent: take the
+ * agent's decision if it is in the slot already, else park the task for
+ * apply_decisions, as for any other wake-up.
+ */
+static void enqueue_handed(struct task_struct *p, struct task_ctx *tctx, u64 enq_flags)
+{
+	u64 seq = tctx->handoff_seq, got = 0;
+	struct handoff_slot *slot = handoff_slot_of(seq);
+
+	tctx->handoff_seq = 0;
+	tctx->select_valid = 0;
+	hop_record(WL_HOP_SELECT_ENQUEUE, tctx->select_mono_ns, bpf_ktime_get_ns());
+	if (slot)
+		got = __sync_val_compare_and_swap(&slot->word,
+						  handoff_word(seq, 0, WL_HANDOFF_WAITING),
+						  handoff_word(seq, 0, WL_HANDOFF_PARKED));
+	if (slot && handoff_is(got, seq, WL_HANDOFF_DECIDED)) {
+		u64 committed = READ_ONCE(slot->committed_ns);
+
+		WRITE_ONCE(slot->word, handoff_word(seq, 0, WL_HANDOFF_FREE));
+		carry_out_handed(p, tctx, handoff_cpu(got), committed, enq_flags);
+		return;
+	}
+	/* Parked: only the agent's decision (apply_decisions) moves it on. */
+	scx_bpf_dsq_insert(p, WL_PARK_DSQ, slice_ns, enq_flags);
+	park_note(tctx, scx_bpf_task_cpu(p));
+}
+
 s32 BPF_STRUCT_OPS(wakelab_select_cpu, struct task_struct *p, s32 prev_cpu,
 		   u64 wake_flags)
 {
@@ -1049,6 +1340,7 @@ s32 BPF_STRUCT_OPS(wakelab_select_cpu, struct task_struct *p, s32 prev_cpu,
 		tctx->waker_ttwu_pending = rq ? rq->ttwu_pending : 0;
 	}
 	tctx->select_valid = 1;
+	send_from_select(p, tctx);
 
 	/* Decide nothing here: the agent decides. */
 	return prev_cpu;
@@ -1068,6 +1360,13 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 	 */
 	bool selected = tctx->select_valid && (enq_flags & SCX_ENQ_WAKEUP);
 
+	if (tctx->handoff_seq) {
+		if (selected) {
+			enqueue_handed(p, tctx, enq_flags);
+			return;
+		}
+		handoff_cancel(tctx);
+	}
 	/* An older decision for this task is void now; it left the parking queue. */
 	if (clear_decision(tctx))
 		__sync_fetch_and_add(&nr_stale_decisions, 1);
@@ -1102,60 +1401,10 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 	tctx->enqueue_ns = now;
 	tctx->applied_mono_ns = 0;
 
-	msg->kind = WL_MSG_ENQUEUE;
-	msg->enqueue_mono_ns = bpf_ktime_get_ns();
+	fill_wakeup_msg(msg, p, tctx, enq_flags, selected);
+	tctx->select_valid = 0;
 	if (selected)
 		hop_record(WL_HOP_SELECT_ENQUEUE, tctx->select_mono_ns, msg->enqueue_mono_ns);
-	msg->pid = p->pid;
-	msg->task_cpu = scx_bpf_task_cpu(p);
-	msg->nr_cpus_allowed = p->nr_cpus_allowed;
-	msg->enq_flags = enq_flags;
-	msg->enq_cnt = tctx->enq_cnt;
-	msg->enqueue_ns = now;
-	msg->weight = p->scx.weight;
-	msg->exec_runtime = tctx->exec_runtime;
-	msg->flags = 0;
-	if (enq_flags & SCX_ENQ_WAKEUP)
-		msg->flags |= WL_MSG_WAKEUP;
-	if (p->flags & PF_KTHREAD)
-		msg->flags |= WL_MSG_KTHREAD;
-	if (selected) {
-		msg->flags |= WL_MSG_SELECTED | tctx->waker_flags;
-		msg->prev_cpu = tctx->prev_cpu;
-		msg->waker_cpu = tctx->waker_cpu;
-		msg->waker_pid = tctx->waker_pid;
-		msg->waker_context = tctx->waker_context;
-		msg->wake_flags = tctx->wake_flags;
-		msg->select_ns = tctx->select_ns;
-		msg->waker_nr_runnable = tctx->waker_nr_runnable;
-		msg->waker_ttwu_pending = tctx->waker_ttwu_pending;
-	} else {
-		__sync_fetch_and_add(&nr_enqueue_without_select, 1);
-		msg->prev_cpu = msg->task_cpu;
-		msg->waker_cpu = -1;
-		msg->waker_pid = 0;
-		msg->waker_context = WAKER_TASK;
-		msg->wake_flags = 0;
-		msg->select_ns = 0;
-		msg->waker_nr_runnable = 0;
-		msg->waker_ttwu_pending = 0;
-	}
-	tctx->select_valid = 0;
-	__builtin_memcpy(msg->comm, p->comm, sizeof(msg->comm));
-	/*
-	 * A fixed-size read of the task's cpumask. If the kernel's NR_CPUS is
-	 * smaller than WL_MAX_CPUS the tail bits are whatever follows the mask;
-	 * they describe CPUs that do not exist and the agent ignores them.
-	 * Most tasks may run anywhere: then the flag says so and the mask is
-	 * not copied (all ones for the agent).
-	 */
-	if (p->nr_cpus_allowed >= nr_cpu_ids) {
-		msg->flags |= WL_MSG_ALL_CPUS;
-	} else if (bpf_probe_read_kernel(msg->cpus_allowed, sizeof(msg->cpus_allowed),
-					 p->cpus_ptr)) {
-		msg->flags |= WL_MSG_ALL_CPUS;
-	}
-
 	if (newidle_wait_own_wakee && selected && (msg->wake_flags & SCX_WAKE_SYNC) &&
 	    msg->waker_cpu == msg->prev_cpu)
 		set_own_wakee_until(msg->prev_cpu, now + WL_OWN_WAKEE_WAIT_NS);
@@ -1163,6 +1412,7 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 	msg_task_cpu = msg->task_cpu;
 	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
 	count_ring_msg(now);
+	__sync_fetch_and_add(&wl_shared.nr_ring_wakeups, 1);
 	__sync_fetch_and_add(&nr_queued_to_agent, 1);
 	/*
 	 * Park it: only the agent's decision moves it on. The insert takes
@@ -1187,6 +1437,7 @@ static void requeue_in_place(struct task_struct *p, struct task_ctx *tctx,
 	s32 cpu = scx_bpf_task_cpu(p);
 
 	/* Parked and requeued (a property change): it runs without a decision. */
+	handoff_cancel(tctx);
 	WRITE_ONCE(tctx->awaiting_gen, 0);
 	if (clear_decision(tctx))
 		__sync_fetch_and_add(&nr_stale_decisions, 1);
@@ -1910,7 +2161,7 @@ void BPF_STRUCT_OPS(wakelab_update_idle, s32 cpu, bool idle)
 		 * queued in between would wait for the agent until some other
 		 * CPU dispatches, at worst until the heartbeat. So publish
 		 * "idle" with a full barrier (xchg), pairing with the atomic add
-		 * to nr_queued_to_agent that precedes wake_agent()'s read, and
+		 * to wl_shared.nr_ring_wakeups that precedes wake_agent()'s read, and
 		 * then look for work: either wake_agent() sees this CPU idle and
 		 * kicks it, or this CPU sees the work and kicks itself.
 		 */
@@ -1996,6 +2247,7 @@ void BPF_STRUCT_OPS(wakelab_exit_task, struct task_struct *p,
 	struct task_ctx *tctx = lookup_task_ctx(p);
 
 	if (tctx) {
+		handoff_cancel(tctx);
 		clear_decision(tctx);
 		park_done(tctx);
 		hint_leave(tctx);

@@ -147,6 +147,15 @@ struct Opts {
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     agent_spin_us: u64,
 
+    /// Send each wake-up to the agent from ops.select_cpu(), on the waker's
+    /// CPU, instead of from ops.enqueue() on the wakee's: the agent often
+    /// decides before the enqueue, which then queues the task where the
+    /// agent said without a bpf() call and without waking the wakee's CPU
+    /// twice (the handoff; bpf/intf.h, wl_shared.handoff). `false` keeps
+    /// every decision on the --apply-path road.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    agent_handoff: bool,
+
     /// How the agent's decisions reach the kernel: `syscall` (the fast lane:
     /// one bpf() call per batch moves every decided task onto its CPU),
     /// `ring` (a ring buffer drained when the agent yields its CPU: the
@@ -430,6 +439,7 @@ fn main() -> ExitCode {
         newidle_wait_own_wakee: opts.newidle_wait_own_wakee,
         agent_cpu: opts.agent_cpu,
         spin_us: opts.agent_spin_us,
+        handoff: opts.agent_handoff,
         apply_path: opts.apply_path,
         debug_half_apply: opts.debug_half_apply,
         task_table_size: opts.task_table_size as usize,

@@ -76,6 +76,8 @@ pub struct AgentConfig {
     pub agent_cpu: AgentCpu,
     /// --agent-spin-us: poll this long for new wake-ups after a batch.
     pub spin_us: u64,
+    /// Wake-ups sent from ops.select_cpu() with a handoff slot (--agent-handoff).
+    pub handoff: bool,
     /// --apply-path.
     pub apply_path: ApplyPath,
     /// --task-table-size: the per-task table's bound.
@@ -103,6 +105,9 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 const APPLY_RETRY_NS: u64 = 1_000_000;
 /// PAUSEs between two such looks.
 const APPLY_RETRY_PAUSES: u32 = 64;
+/// Sleep reports a polling agent lets gather in the ring before it reads
+/// them without a wake-up: half the ring, as BPF's agent_has_work().
+const SLEEP_REPORTS_BATCH: u64 = protocol::RING_ENTRIES as u64 / 2;
 
 /// How decisions reach BPF.
 enum Transport {
@@ -129,9 +134,11 @@ pub struct Agent<'a> {
     last_publish: Instant,
     control: ControlQueue,
     spin_ns: u64,
-    /// Messages read from the ring so far (BPF's nr_ring_msgs counts those
-    /// submitted): a spinning agent compares the two, no syscall.
+    /// Messages read from the ring so far, and the wake-ups among them
+    /// (BPF's nr_ring_msgs and nr_ring_wakeups count those submitted): a
+    /// spinning agent compares them, no syscall.
     consumed: u64,
+    consumed_wakeups: u64,
     /// Until when wants_retry() looks again (CLOCK_MONOTONIC, ns).
     retry_until_ns: u64,
     /// --debug-half-apply: the signal, and when it may fire.
@@ -252,6 +259,7 @@ impl<'a> Agent<'a> {
         rodata.newidle_wait_own_wakee = cfg.newidle_wait_own_wakee;
         rodata.ring_transport = !fast_lane;
         rodata.debug_half_apply = cfg.debug_half_apply.is_some();
+        rodata.handoff_on = cfg.handoff;
         if !fast_lane {
             skel.progs.apply_decisions.set_autoload(false);
         }
@@ -366,6 +374,7 @@ impl<'a> Agent<'a> {
             control,
             spin_ns: cfg.spin_us * 1000,
             consumed: 0,
+            consumed_wakeups: 0,
             retry_until_ns: 0,
             half_apply: cfg
                 .debug_half_apply
@@ -441,6 +450,7 @@ impl<'a> Agent<'a> {
         let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
         protocol::note_consumed(bss, msgs.len() as u64, wakeups, held);
         self.consumed += msgs.len() as u64;
+        self.consumed_wakeups += wakeups;
         let now = msgs
             .iter()
             .map(|m| match m {
@@ -449,20 +459,24 @@ impl<'a> Agent<'a> {
             })
             .max()
             .unwrap_or(0);
-        // Sleep reports alone (delayed-dequeue emulation) only update the
-        // placer's model; the snapshot is rebuilt for the next wake-up.
+        // Sleep reports (delayed-dequeue emulation) first: they happened
+        // before the CPU states read next, and a CPU idle there has dequeued
+        // its delayed sleepers (begin_batch()). A task's own wake-up cannot
+        // precede its sleep in one batch: it sleeps only after running,
+        // which its decision, not made yet, would allow.
+        for msg in msgs {
+            if let Message::Sleep(s) = msg {
+                self.local.sleep_events += 1;
+                self.placer.on_sleep(s);
+            }
+        }
         if wakeups > 0 {
             protocol::read_cpus(bss, &mut self.readings);
             self.placer.begin_batch(&self.readings, now);
         }
         for msg in msgs {
-            let w = match msg {
-                Message::Sleep(s) => {
-                    self.local.sleep_events += 1;
-                    self.placer.on_sleep(s);
-                    continue;
-                }
-                Message::Wakeup(w) => w,
+            let Message::Wakeup(w) = msg else {
+                continue;
             };
             self.local
                 .record_hop(HOP_ENQUEUE_READ, read_ns.saturating_sub(w.enqueue_mono_ns));
@@ -475,6 +489,16 @@ impl<'a> Agent<'a> {
             // decisions coming skips its pull (seed 2), and the next batch
             // counts the task as queued there.
             protocol::add_inflight(bss, placed.cpu);
+            // Sent before its enqueue: if that has not run yet, it takes the
+            // decision from memory, and nothing needs applying.
+            if w.handoff_seq != 0 {
+                let committed = monotonic_ns();
+                if protocol::try_handoff(bss, w.handoff_seq, placed.cpu, committed) {
+                    self.local
+                        .record_hop(HOP_READ_COMMIT, committed.saturating_sub(read_ns));
+                    continue;
+                }
+            }
             self.batch.push(Decision::for_wakeup(w, placed.cpu));
         }
         // Handed over now: one clock read for the batch.
@@ -581,7 +605,11 @@ impl<'a> Agent<'a> {
         let mut now = start;
         let mut i: u32 = 0;
         loop {
-            if protocol::ring_msgs(bss) != self.consumed {
+            // A wake-up, or sleep reports filling half the ring: sleep
+            // reports alone wait for the next wake-up's batch.
+            if protocol::ring_wakeups(bss) != self.consumed_wakeups
+                || protocol::ring_msgs(bss) - self.consumed > SLEEP_REPORTS_BATCH
+            {
                 got = true;
                 break;
             }

@@ -609,6 +609,7 @@ mod tests {
             weight: 100,
             exec_runtime_ns: 0,
             allowed,
+            handoff_seq: 0,
         }
     }
 

@@ -88,6 +88,7 @@ fn wakeup(pid: u32, prev: usize, waker: Waker, allowed: CpuSet, at: u64) -> Wake
         weight: 100,
         exec_runtime_ns: 0,
         allowed,
+        handoff_seq: 0,
     }
 }
 

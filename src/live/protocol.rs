@@ -11,7 +11,7 @@
 use std::cell::RefCell;
 use std::mem::size_of;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use anyhow::{Context, Result, anyhow};
 use scx_wakelab::policy::{CpuSet, WakerContext};
@@ -72,6 +72,9 @@ pub struct Wakeup {
     pub exec_runtime_ns: u64,
     /// CPUs the task may run on.
     pub allowed: CpuSet,
+    /// Sent from ops.select_cpu() with this handoff slot (see `try_handoff`);
+    /// 0 when sent from ops.enqueue().
+    pub handoff_seq: u64,
 }
 
 /// A task went to sleep (sent while the agent asks for them).
@@ -85,6 +88,9 @@ pub struct Sleep {
     pub at_ns: u64,
 }
 
+// Messages live in one Vec the agent reuses batch after batch; boxing the
+// wake-up would allocate once per wake-up instead.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
     Wakeup(Wakeup),
@@ -151,6 +157,11 @@ impl Message {
             weight: m.weight,
             exec_runtime_ns: m.exec_runtime,
             allowed,
+            handoff_seq: if has(raw::wakeup_msg_flags_WL_MSG_HANDOFF) {
+                m.handoff_seq
+            } else {
+                0
+            },
         })
     }
 }
@@ -263,6 +274,11 @@ pub fn ring_msgs(b: &bss) -> u64 {
     vol!(shared(b).nr_ring_msgs)
 }
 
+/// Wake-ups submitted to the wakeups ring so far (sleep reports not counted).
+pub fn ring_wakeups(b: &bss) -> u64 {
+    vol!(shared(b).nr_ring_wakeups)
+}
+
 /// The agent read `msgs` more messages, `wakeups` of them wake-ups, and holds their
 /// decisions until it hands them over: `holding` of them in all (see `agent_holding` in
 /// intf.h), published before the ring's progress so that BPF never sees the wake-ups
@@ -294,6 +310,36 @@ pub fn add_inflight(b: &mut bss, cpu: usize) {
         // ours must be atomic too; the .bss mapping keeps it 4-byte aligned.
         unsafe { AtomicU32::from_ptr(slot as *mut u32) }.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// A handoff slot's word (intf.h: `wl_shared.handoff`).
+fn handoff_word(seq: u64, cpu: usize, state: u32) -> u64 {
+    (seq << raw::WL_HANDOFF_SEQ_SHIFT) | ((cpu as u64) << raw::WL_HANDOFF_CPU_SHIFT) | state as u64
+}
+
+/// Hand the decision for wake-up `seq` (a WL_MSG_HANDOFF message) to its
+/// ops.enqueue() through the handoff slot, `committed_ns` stamped: true if
+/// the enqueue has not run yet and will carry it out, false if the task is
+/// parked already (or the slot went to another wake-up), when the decision
+/// goes to apply_decisions as any other. The caller has counted the
+/// decision in `inflight` (add_inflight); a slot taken holds that count.
+pub fn try_handoff(b: &mut bss, seq: u64, cpu: usize, committed_ns: u64) -> bool {
+    let n = b.wl_shared.handoff.len();
+    if seq == 0 || cpu >= raw::wakelab_consts_WL_MAX_CPUS as usize {
+        return false;
+    }
+    let slot = &mut b.wl_shared.handoff[seq as usize & (n - 1)];
+    // SAFETY: a plain u64 of the mapped .bss, read by BPF only once the
+    // compare-and-swap below has published the slot as DECIDED.
+    unsafe { std::ptr::write_volatile(&mut slot.committed_ns, committed_ns) };
+    let waiting = handoff_word(seq, 0, raw::wl_handoff_state_WL_HANDOFF_WAITING);
+    let decided = handoff_word(seq, cpu, raw::wl_handoff_state_WL_HANDOFF_DECIDED);
+    // SAFETY: BPF changes this word only with atomic operations, so ours is
+    // atomic too; the .bss mapping keeps it 8-byte aligned. SeqCst orders
+    // the committed_ns store before it.
+    unsafe { AtomicU64::from_ptr(&mut slot.word as *mut u64) }
+        .compare_exchange(waiting, decided, Ordering::SeqCst, Ordering::Relaxed)
+        .is_ok()
 }
 
 /// A task waits for the agent's own CPU.
@@ -550,6 +596,76 @@ mod tests {
         };
         assert_eq!(s.cpu, 0);
         assert_eq!(Message::parse(&bytes_of(&m)[..10]), None);
+    }
+
+    /// A .bss as mapped at load: all zero.
+    fn zeroed_bss() -> Box<bss> {
+        // SAFETY: the .bss is plain integers, and BPF sees it zeroed at load.
+        unsafe { Box::<bss>::new_zeroed().assume_init() }
+    }
+
+    fn slot_word(b: &bss, seq: u64) -> u64 {
+        b.wl_shared.handoff[seq as usize % b.wl_shared.handoff.len()].word
+    }
+
+    fn set_slot(b: &mut bss, seq: u64, state: u32) {
+        let n = b.wl_shared.handoff.len();
+        b.wl_shared.handoff[seq as usize % n].word = handoff_word(seq, 0, state);
+    }
+
+    #[test]
+    fn a_handoff_message_carries_its_slot_and_others_none() {
+        let mut m = msg(raw::wakeup_msg_kind_WL_MSG_ENQUEUE, 5, 1);
+        m.handoff_seq = 77;
+        assert_eq!(parse_wakeup(&m).handoff_seq, 0, "no WL_MSG_HANDOFF flag");
+        m.flags = raw::wakeup_msg_flags_WL_MSG_HANDOFF;
+        assert_eq!(parse_wakeup(&m).handoff_seq, 77);
+    }
+
+    #[test]
+    fn the_agent_takes_a_waiting_slot_for_its_wakeup_only() {
+        let mut b = zeroed_bss();
+        let waiting = raw::wl_handoff_state_WL_HANDOFF_WAITING;
+        set_slot(&mut b, 3, waiting);
+        assert!(try_handoff(&mut b, 3, 6, 1234));
+        let w = slot_word(&b, 3);
+        assert_eq!(
+            w & raw::WL_HANDOFF_STATE_MASK as u64,
+            raw::wl_handoff_state_WL_HANDOFF_DECIDED as u64
+        );
+        assert_eq!((w >> raw::WL_HANDOFF_CPU_SHIFT) & 0xffff, 6);
+        assert_eq!(w >> raw::WL_HANDOFF_SEQ_SHIFT, 3);
+        assert_eq!(b.wl_shared.handoff[3].committed_ns, 1234);
+        // Decided once: a second decision for it does not overwrite the first.
+        assert!(!try_handoff(&mut b, 3, 1, 1));
+        assert_eq!(slot_word(&b, 3), w);
+    }
+
+    #[test]
+    fn a_parked_task_or_a_reused_slot_makes_the_agent_apply_instead() {
+        let mut b = zeroed_bss();
+        let n = b.wl_shared.handoff.len() as u64;
+        set_slot(&mut b, 9, raw::wl_handoff_state_WL_HANDOFF_PARKED);
+        let parked = slot_word(&b, 9);
+        assert!(!try_handoff(&mut b, 9, 2, 1));
+        assert_eq!(slot_word(&b, 9), parked, "the enqueue's PARKED stays");
+        // The slot went to a later wake-up: its WAITING is not ours.
+        set_slot(&mut b, 10 + n, raw::wl_handoff_state_WL_HANDOFF_WAITING);
+        let later = slot_word(&b, 10);
+        assert!(!try_handoff(&mut b, 10, 2, 1));
+        assert_eq!(slot_word(&b, 10), later);
+        // A free slot (never claimed, or given up) is not taken either.
+        assert!(!try_handoff(&mut b, 11, 2, 1));
+        assert_eq!(slot_word(&b, 11), 0);
+        // No slot, or a CPU the word cannot hold.
+        assert!(!try_handoff(&mut b, 0, 2, 1));
+        set_slot(&mut b, 12, raw::wl_handoff_state_WL_HANDOFF_WAITING);
+        assert!(!try_handoff(
+            &mut b,
+            12,
+            raw::wakelab_consts_WL_MAX_CPUS as usize,
+            1
+        ));
     }
 
     #[test]

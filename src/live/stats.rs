@@ -131,6 +131,9 @@ macro_rules! with_counters {
                 nr_apply_runs: "BPF: runs of apply_decisions (the fast lane).",
                 nr_apply_misses: "BPF: parking-queue visits that found no decided task.",
                 nr_applied_late: "BPF: decided tasks the heartbeat moved itself (decision recorded before they were parked, or the agent stopped).",
+                nr_handoff_msgs: "BPF: wake-ups sent to the agent from ops.select_cpu(), with a handoff slot.",
+                nr_handoffs: "BPF: decisions the agent made before their task's enqueue, carried out by ops.enqueue() with no apply run.",
+                nr_handoff_slot_busy: "BPF: wake-ups sent from ops.enqueue() because their handoff slot still held an uncollected decision.",
             }
         }
     };
@@ -389,11 +392,13 @@ impl LiveMetrics {
         );
         let _ = write!(
             s,
-            "bpf: queued {} applied {} (idle {} queue {}) requeued_in_place {} direct {} ring_full {} agent_stall {} rescued {} (lost {}) stale {} bounce {} gone {} | enqueue->run p50 {} p99 {} | agent cpu {:.1}% (spin {:.1}%, process {:.1}%)",
+            "bpf: queued {} applied {} (idle {} queue {}; handed off {} of {}) requeued_in_place {} direct {} ring_full {} agent_stall {} rescued {} (lost {}) stale {} bounce {} gone {} | enqueue->run p50 {} p99 {} | agent cpu {:.1}% (spin {:.1}%, process {:.1}%)",
             self.nr_queued_to_agent,
             self.nr_agent_dispatches,
             self.nr_applied_to_idle,
             self.nr_applied_to_queue,
+            self.nr_handoffs,
+            self.nr_handoff_msgs,
             self.nr_requeues_in_place,
             self.nr_direct_dispatches,
             self.nr_ring_full_fallbacks,

@@ -638,3 +638,42 @@ kill -TERM $SCHED 2>/dev/null
 wait $SCHED
 expect_eq storm_scheduler_exit_0 "$?" 0
 no_kernel_errors storm_no_stall_in_kernel_log
+
+# --- 9. The handoff: decisions taken from memory by ops.enqueue() -------------
+# Wake-ups are sent from ops.select_cpu() and, when the polling agent decides
+# before the enqueue, carried out by the enqueue itself (bpf/intf.h,
+# wl_shared.handoff). Under a ping-pong pair (which has the wakee's CPU woken by
+# an IPI after the waker's select) some must be, beside a fork/thread load that
+# races requeues and exits with the slots; no decision may be lost (rescued
+# while the agent kept up), and --agent-handoff false must send none.
+case_ handoff "perf bench sched pipe beside a stress-ng fork/pthread load, under scx_wakelab, then under --agent-handoff false"
+$T --foreground --preserve-status 300 scx_wakelab >/tmp/ho.sched 2>&1 &
+SCHED=$!
+expect_state handoff_scheduler_enabled enabled 30
+i=0; until scx_wakelab stats --json >/dev/null 2>&1 || [ $i -ge 100 ]; do sleep 0.2; i=$((i + 1)); done
+load_start ho 10 -f "$NCPU" --pthread 2
+perf bench sched pipe -l 20000 >/tmp/ho.pipe 2>&1
+load_finished handoff ho
+perf bench sched pipe -l 5000 >>/tmp/ho.pipe 2>&1
+HO=$(counter nr_handoffs); HM=$(counter nr_handoff_msgs); HB=$(counter nr_handoff_slot_busy)
+ND=$(counter nr_decisions); LOST=$(counter nr_lost_decisions); RESC=$(counter nr_stall_rescues)
+evid counters "nr_decisions $ND, nr_handoff_msgs $HM, nr_handoffs $HO, nr_handoff_slot_busy $HB, nr_lost_decisions $LOST, nr_stall_rescues $RESC; sched pipe $(grep usecs/op /tmp/ho.pipe | tr -s ' ' | tr '\n' ';')"
+expect_gt handoff_decisions_taken_by_enqueue "$HO" 0 "nr_handoffs ${HO:-none}"
+expect_eq handoff_no_decision_lost "${LOST:-x}" 0
+expect_eq handoff_scheduler_still_enabled "$(sched_state)" enabled
+no_kernel_errors handoff_no_stall_in_kernel_log
+kill -TERM $SCHED 2>/dev/null
+wait $SCHED
+expect_eq handoff_scheduler_exit_0 "$?" 0
+$T --foreground --preserve-status 300 scx_wakelab --agent-handoff false >/tmp/ho2.sched 2>&1 &
+SCHED=$!
+expect_state handoff_off_scheduler_enabled enabled 30
+i=0; until scx_wakelab stats --json >/dev/null 2>&1 || [ $i -ge 100 ]; do sleep 0.2; i=$((i + 1)); done
+perf bench sched pipe -l 5000 >/dev/null 2>&1
+HM=$(counter nr_handoff_msgs); ND=$(counter nr_decisions)
+evid counters_off "nr_decisions $ND, nr_handoff_msgs $HM"
+expect_eq handoff_off_sends_none "${HM:-x}" 0
+expect_gt handoff_off_still_decides "$ND" 5000 "nr_decisions ${ND:-none}"
+kill -TERM $SCHED 2>/dev/null
+wait $SCHED
+expect_eq handoff_off_scheduler_exit_0 "$?" 0
