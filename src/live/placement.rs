@@ -424,6 +424,14 @@ impl Placer {
                     s.load = s.load.max(NICE_0_LOAD);
                 }
             }
+            // Sent from select_cpu() (the handoff), the wake-up may be read
+            // after the kernel queued it on the wakee's CPU, whose
+            // rq->ttwu_pending is then this wake-up's own: fair.c decides
+            // before queueing it and never sees it.
+            if msg.handoff_seq != 0 && prev != waker_cpu && self.snaps[prev].ttwu_pending {
+                as_selected.push((prev, self.snaps[prev]));
+                self.snaps[prev].ttwu_pending = false;
+            }
             // The waker's CPU, from what select_cpu() recorded there.
             if let (Some(s), Some(w)) = (self.snaps.get_mut(waker_cpu), sel) {
                 as_selected.push((waker_cpu, *s));
@@ -859,6 +867,30 @@ mod tests {
         st[2].inflight = 0;
         p.begin_batch(&st, 1_000_000_001);
         assert!(p.snaps[2].available_idle());
+    }
+
+    /// A wake-up sent from select_cpu() (the handoff) may be read after the
+    /// kernel queued it on the wakee's CPU: that CPU's ttwu_pending is the
+    /// wake-up's own, which fair.c never sees, and the idle prev keeps it.
+    /// Sent from the enqueue, a pending wake-up there is another one.
+    #[test]
+    fn a_handoff_wakeup_ignores_its_own_queued_wakeup_on_prev() {
+        for (handoff_seq, want_prev) in [(5, true), (0, false)] {
+            let mut p = placer("mainline");
+            let mut st = states(&[6]);
+            st[2].ttwu_pending = true;
+            p.begin_batch(&st, 1_000_000_000);
+            let mut m = msg(10, 2, 6, false, WAKER_TASK, 1);
+            m.handoff_seq = handoff_seq;
+            let cpu = p.place(&m).cpu;
+            assert_eq!(
+                cpu == 2,
+                want_prev,
+                "handoff_seq {handoff_seq}: placed on {cpu}"
+            );
+            // Only for that decision: the snapshot still says what BPF read.
+            assert!(p.snaps[2].ttwu_pending);
+        }
     }
 
     /// The agent's CPU (agent pid 1 here, running on CPU 7): idle for the
