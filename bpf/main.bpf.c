@@ -103,8 +103,8 @@ static u32 nr_cpu_ids;
  */
 struct wl_shared wl_shared;
 
-/* Tasks sent to the agent / decisions the agent made that we applied. */
-volatile u64 nr_queued_to_agent, nr_agent_dispatches;
+/* Decisions of the agent that were carried out (wake-ups sent: wl_shared.nr_ring_wakeups). */
+volatile u64 nr_agent_dispatches;
 /* Sleep events sent (report_sleeps), and those the full ring dropped. */
 volatile u64 nr_sleep_msgs, nr_sleep_msgs_dropped;
 /* Dispatched here without the agent: the agent, per-CPU kthreads. */
@@ -984,6 +984,73 @@ out:
  * affinity (or a migration-disabled task) would make the kernel eject us,
  * so the task stays on its own CPU instead, or goes to the fallback queue.
  */
+/*
+ * Where a task decided for @decided goes, checked for what the agent could
+ * not know when it decided: the CPU may be gone or out of the task's
+ * affinity by now, or the task migration-disabled on @prev. Such a decision
+ * is bounced to @prev; a task that may not run on @prev either (its affinity
+ * changed) goes to the fallback queue, as does WL_CPU_ANY. An idle CPU is
+ * claimed and gets the task in its local DSQ, a busy one in its own queue.
+ * One rule for both roads a decision takes (apply_parked() and
+ * carry_out_handed()). *@cpu: the CPU the task is counted on.
+ */
+static u64 decided_dsq(struct task_struct *p, s32 decided, s32 prev, s32 *cpu)
+{
+	*cpu = prev;
+	if (decided == WL_CPU_ANY) {
+		__sync_fetch_and_add(&nr_any_cpu_decisions, 1);
+		return WL_FALLBACK_DSQ;
+	}
+	if (cpu_valid(decided) && bpf_cpumask_test_cpu(decided, p->cpus_ptr) &&
+	    !(p->migration_disabled && decided != prev))
+		*cpu = decided;
+	else
+		__sync_fetch_and_add(&nr_bounced_decisions, 1);
+	if (!bpf_cpumask_test_cpu(*cpu, p->cpus_ptr))
+		return WL_FALLBACK_DSQ;
+	if (scx_bpf_test_and_clear_cpu_idle(*cpu))
+		return SCX_DSQ_LOCAL_ON | *cpu;
+	return *cpu;
+}
+
+/*
+ * The queue hint of a decided task queued on @dsq_id (decided_dsq()), set
+ * while the task still waits for this decision. A local DSQ needs none.
+ */
+static void hint_decided(struct task_ctx *tctx, u64 dsq_id, s32 cpu, u64 now)
+{
+	if (dsq_id == WL_FALLBACK_DSQ) {
+		tctx->fallback_ns = now;
+		hint_enter(tctx, WL_HINT_FALLBACK);
+	} else if (!(dsq_id & SCX_DSQ_LOCAL_ON)) {
+		hint_enter(tctx, cpu);
+	}
+}
+
+/*
+ * A decided task was queued on @dsq_id for @cpu: count it on that CPU, close
+ * its commit→apply hop, and make sure a CPU runs it (an idle CPU claimed by
+ * decided_dsq() is woken by the insert or move itself).
+ */
+static void note_decided_queued(u64 dsq_id, s32 cpu, s32 prev, u64 committed, u64 now)
+{
+	if (dsq_id != WL_FALLBACK_DSQ)
+		runnable_add(cpu, 1);
+	hop_record(WL_HOP_COMMIT_APPLY, committed, now);
+	/* Placed: its last CPU need not keep waiting for it. */
+	if (newidle_wait_own_wakee)
+		set_own_wakee_until(prev, 0);
+	__sync_fetch_and_add(&nr_agent_dispatches, 1);
+	if (dsq_id & SCX_DSQ_LOCAL_ON) {
+		__sync_fetch_and_add(&nr_applied_to_idle, 1);
+	} else if (dsq_id < WL_MAX_CPUS) {
+		__sync_fetch_and_add(&nr_applied_to_queue, 1);
+		note_queued_on(cpu);
+	} else {
+		scx_bpf_kick_cpu(prev, SCX_KICK_IDLE);
+	}
+}
+
 static void apply_parked(bool late)
 {
 	struct task_struct *p;
@@ -1022,24 +1089,7 @@ static void apply_parked(bool late)
 			continue;
 		}
 		prev = scx_bpf_task_cpu(p);
-		cpu = decided;
-		if (cpu == WL_CPU_ANY) {
-			__sync_fetch_and_add(&nr_any_cpu_decisions, 1);
-			dsq_id = WL_FALLBACK_DSQ;
-			cpu = prev;
-		} else {
-			if (!cpu_valid(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) ||
-			    (p->migration_disabled && cpu != prev)) {
-				__sync_fetch_and_add(&nr_bounced_decisions, 1);
-				cpu = prev;
-			}
-			if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
-				dsq_id = WL_FALLBACK_DSQ;
-			else if (scx_bpf_test_and_clear_cpu_idle(cpu))
-				dsq_id = SCX_DSQ_LOCAL_ON | cpu;
-			else
-				dsq_id = cpu;
-		}
+		dsq_id = decided_dsq(p, decided, prev, &cpu);
 		if (tctx->decided_slice_ns)
 			scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, tctx->decided_slice_ns);
 		committed = tctx->committed_ns;
@@ -1065,29 +1115,11 @@ static void apply_parked(bool late)
 		 * note_queued_on() then wakes an idle CPU that looked at the
 		 * hint too early. A task that ran first skips it.
 		 */
-		if (__sync_bool_compare_and_swap(&tctx->awaiting_gen, gen, 0)) {
-			if (dsq_id == WL_FALLBACK_DSQ)
-				hint_enter(tctx, WL_HINT_FALLBACK);
-			else if (!(dsq_id & SCX_DSQ_LOCAL_ON))
-				hint_enter(tctx, cpu);
-		}
-		if (dsq_id != WL_FALLBACK_DSQ)
-			runnable_add(cpu, 1);
-		hop_record(WL_HOP_COMMIT_APPLY, committed, now);
-		/* Placed: its last CPU need not keep waiting for it. */
-		if (newidle_wait_own_wakee)
-			set_own_wakee_until(prev, 0);
-		__sync_fetch_and_add(&nr_agent_dispatches, 1);
+		if (__sync_bool_compare_and_swap(&tctx->awaiting_gen, gen, 0))
+			hint_decided(tctx, dsq_id, cpu, now);
+		note_decided_queued(dsq_id, cpu, prev, committed, now);
 		if (late)
 			__sync_fetch_and_add(&nr_applied_late, 1);
-		if (dsq_id & SCX_DSQ_LOCAL_ON) {
-			__sync_fetch_and_add(&nr_applied_to_idle, 1);
-		} else if (dsq_id < WL_MAX_CPUS) {
-			__sync_fetch_and_add(&nr_applied_to_queue, 1);
-			note_queued_on(cpu);
-		} else {
-			scx_bpf_kick_cpu(prev, SCX_KICK_IDLE);
-		}
 		if (!READ_ONCE(wl_shared.decisions_pending))
 			break;
 	}
@@ -1211,50 +1243,30 @@ static void send_from_select(struct task_struct *p, struct task_ctx *tctx)
 	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
 	count_ring_msg(now);
 	__sync_fetch_and_add(&wl_shared.nr_ring_wakeups, 1);
-	__sync_fetch_and_add(&nr_queued_to_agent, 1);
 	__sync_fetch_and_add(&nr_handoff_msgs, 1);
 	wake_agent((tctx->wake_flags & SCX_WAKE_SYNC) ? tctx->waker_cpu : -1);
 }
 
 /*
  * The agent decided @p's wake-up before its enqueue (the handoff): queue it
- * on @decided as apply_parked() would have, with the same checks of what
- * the agent may not know, from ops.enqueue() itself.
+ * on @decided from ops.enqueue() itself, by the rule apply_parked() follows
+ * (decided_dsq()).
  */
 static void carry_out_handed(struct task_struct *p, struct task_ctx *tctx, s32 decided,
 			     u64 committed, u64 enq_flags)
 {
-	s32 prev = scx_bpf_task_cpu(p), cpu = decided;
-	u64 now = bpf_ktime_get_ns(), gen = tctx->enq_cnt;
+	s32 prev = scx_bpf_task_cpu(p), cpu;
+	u64 now = bpf_ktime_get_ns(), dsq_id;
 
-	if (!cpu_valid(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) ||
-	    (p->migration_disabled && cpu != prev)) {
-		__sync_fetch_and_add(&nr_bounced_decisions, 1);
-		cpu = prev;
-	}
-	__sync_bool_compare_and_swap(&tctx->awaiting_gen, gen, 0);
+	dsq_id = decided_dsq(p, decided, prev, &cpu);
+	__sync_bool_compare_and_swap(&tctx->awaiting_gen, tctx->enq_cnt, 0);
 	tctx->applied_mono_ns = now;
 	inflight_done(decided);
-	hop_record(WL_HOP_COMMIT_APPLY, committed, now);
-	if (newidle_wait_own_wakee)
-		set_own_wakee_until(prev, 0);
-	__sync_fetch_and_add(&nr_agent_dispatches, 1);
 	__sync_fetch_and_add(&nr_handoffs, 1);
-	if (!cpu_valid(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
-		dispatch_fallback(p, enq_flags);
-		return;
-	}
-	if (scx_bpf_test_and_clear_cpu_idle(cpu)) {
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
-		runnable_add(cpu, 1);
-		__sync_fetch_and_add(&nr_applied_to_idle, 1);
-		return;
-	}
-	hint_enter(tctx, cpu);
-	scx_bpf_dsq_insert(p, cpu, slice_ns, enq_flags);
-	runnable_add(cpu, 1);
-	__sync_fetch_and_add(&nr_applied_to_queue, 1);
-	note_queued_on(cpu);
+	/* From ops.enqueue() the insert takes effect on return: hint first. */
+	hint_decided(tctx, dsq_id, cpu, now);
+	scx_bpf_dsq_insert(p, dsq_id, slice_ns, enq_flags);
+	note_decided_queued(dsq_id, cpu, prev, committed, now);
 }
 
 /*
@@ -1413,7 +1425,6 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 	bpf_ringbuf_submit(msg, BPF_RB_NO_WAKEUP);
 	count_ring_msg(now);
 	__sync_fetch_and_add(&wl_shared.nr_ring_wakeups, 1);
-	__sync_fetch_and_add(&nr_queued_to_agent, 1);
 	/*
 	 * Park it: only the agent's decision moves it on. The insert takes
 	 * effect when this callback returns, a moment after the agent may
