@@ -390,6 +390,8 @@ pub fn read_counters(b: &bss, m: &mut LiveMetrics) {
         };
     }
     with_counters!(rd);
+    // Kept once, in the ring's progress counters (intf.h).
+    m.nr_queued_to_agent = ring_wakeups(b);
     m.enqueue_to_run_hist.resize(LAT_BUCKETS, 0);
     for (i, v) in m.enqueue_to_run_hist.iter_mut().enumerate() {
         *v = vol!(b.enqueue_to_run_hist[i]);

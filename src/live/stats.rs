@@ -87,9 +87,9 @@ macro_rules! with_counters {
                 agent_involuntary_switches: "The scheduling thread's involuntary context switches (getrusage RUSAGE_THREAD).",
                 agent_spin_ns: "Time the scheduling thread spent polling for new wake-ups after a batch (--agent-spin-us), ns: part of agent_cpu_ns.",
                 apply_retries: "Fast-lane apply calls that moved nothing new (a retry for decisions whose task was not parked yet).",
+                nr_queued_to_agent: "BPF: wake-ups sent to the agent (wl_shared.nr_ring_wakeups, read by protocol::read_counters).",
             }
             bpf: {
-                nr_queued_to_agent: "BPF: tasks sent to the agent.",
                 nr_sleep_msgs: "BPF: sleep events sent to the agent (delayed-dequeue emulation).",
                 nr_sleep_msgs_dropped: "BPF: sleep events the full ring dropped.",
                 nr_agent_dispatches: "BPF: decisions of the agent that were applied.",
