@@ -426,19 +426,21 @@ impl<'a> Agent<'a> {
         if let Err(e) = read {
             warn!("{e:#}");
         }
-        self.place(&inbox, read_ns);
-        let placed = !self.batch.is_empty();
+        // Handed-off decisions count too: the wake-ups that follow a pair's
+        // handed one are as close as any others.
+        let placed = self.place(&inbox, read_ns) > 0;
         self.hand_over()?;
         self.inbox = inbox;
         Ok(placed)
     }
 
-    /// Decide every message of `msgs`, read at `read_ns` (CLOCK_MONOTONIC),
-    /// into self.batch.
-    fn place(&mut self, msgs: &[Message], read_ns: u64) {
+    /// Decide every message of `msgs`, read at `read_ns` (CLOCK_MONOTONIC):
+    /// handed off at once where the task's enqueue has not run yet, the rest
+    /// into self.batch. Returns the number of wake-ups decided.
+    fn place(&mut self, msgs: &[Message], read_ns: u64) -> u64 {
         self.batch.clear();
         if msgs.is_empty() {
-            return;
+            return 0;
         }
         let wakeups = msgs
             .iter()
@@ -508,16 +510,21 @@ impl<'a> Agent<'a> {
             self.local
                 .record_hop(HOP_READ_COMMIT, committed.saturating_sub(read_ns));
         }
+        wakeups
     }
 
     /// Hand self.batch to BPF.
     fn hand_over(&mut self) -> Result<()> {
         match &mut self.transport {
             Transport::FastLane => {
+                let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
                 if self.batch.is_empty() {
+                    // Nothing held (every decision was handed off, or none
+                    // was read): BPF must not keep a yielding agent running
+                    // for decisions it already has (agent_has_work()).
+                    protocol::set_holding(bss, 0);
                     return Ok(());
                 }
-                let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
                 if let Some((sig, at)) = self.half_apply
                     && self.batch.len() >= 2
                     && Instant::now() >= at
