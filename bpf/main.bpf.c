@@ -421,13 +421,23 @@ static bool cpu_valid(s32 cpu)
  */
 #define WL_HINT_FALLBACK	WL_MAX_CPUS
 static u32 queued_hint[WL_MAX_CPUS + 1];
+/*
+ * The sum of the CPU slots of queued_hint (the fallback's left out), kept
+ * beside them: 0 says that no CPU's DSQ holds a task, so that a newly-idle
+ * CPU need not look at each (busiest_queue()), as fair.c's newidle balance
+ * returns at once while the root domain is not overloaded.
+ */
+static u32 cpu_queued_hint_sum;
 
 static void hint_drop(u32 slot)
 {
 	u32 *n = MEMBER_VPTR(queued_hint, [slot & (WL_MAX_CPUS * 2 - 1)]);
 
-	if (slot <= WL_HINT_FALLBACK && n && READ_ONCE(*n))
+	if (slot <= WL_HINT_FALLBACK && n && READ_ONCE(*n)) {
 		__sync_fetch_and_sub(n, 1);
+		if (slot < WL_HINT_FALLBACK && READ_ONCE(cpu_queued_hint_sum))
+			__sync_fetch_and_sub(&cpu_queued_hint_sum, 1);
+	}
 }
 
 /* @tctx's task is about to be inserted into @slot's queue. */
@@ -441,6 +451,8 @@ static void hint_enter(struct task_ctx *tctx, u32 slot)
 	if (!n)
 		return;
 	__sync_fetch_and_add(n, 1);
+	if (slot < WL_HINT_FALLBACK)
+		__sync_fetch_and_add(&cpu_queued_hint_sum, 1);
 	if (!tctx)
 		return;		/* never known to leave: the bound stays up */
 	was = __sync_lock_test_and_set(&tctx->hint_slot_plus1, slot + 1);
@@ -1597,7 +1609,7 @@ static s32 busiest_queue(s32 cpu, enum pull_scope scope)
 	u32 best = 0;
 	s32 i, src = -1;
 
-	if (cpu < 0 || cpu >= WL_MAX_CPUS)
+	if (cpu < 0 || cpu >= WL_MAX_CPUS || !READ_ONCE(cpu_queued_hint_sum))
 		return -1;
 	bpf_for(i, 0, nr_cpu_ids) {
 		struct cpu_state *cs;
