@@ -982,21 +982,6 @@ out:
 }
 
 /*
- * Carry out the recorded decisions of tasks in the parking queue, oldest
- * first, until none is left pending (or the queue ends). Called from the agent's apply_decisions run (the fast
- * lane), from ops.dispatch() after draining the decision ring (the
- * fallback) and from the heartbeat (decisions that arrived before their
- * task was parked).
- *
- * Where a task goes: an idle CPU (claimed in the kernel's idle mask) takes
- * it straight into its local queue, and the move itself reschedules it; a
- * busy CPU gets it in its own queue, where it waits behind the running task
- * and where a newly-idle CPU may pull it from, as from a fair runqueue.
- * BPF re-checks what the agent may not know: a CPU outside the task's
- * affinity (or a migration-disabled task) would make the kernel eject us,
- * so the task stays on its own CPU instead, or goes to the fallback queue.
- */
-/*
  * Where a task decided for @decided goes, checked for what the agent could
  * not know when it decided: the CPU may be gone or out of the task's
  * affinity by now, or the task migration-disabled on @prev. Such a decision
@@ -1063,6 +1048,22 @@ static void note_decided_queued(u64 dsq_id, s32 cpu, s32 prev, u64 committed, u6
 	}
 }
 
+/*
+ * Carry out the recorded decisions of tasks in the parking queue, oldest
+ * first, until none is left pending (or the queue ends). Called from the agent's apply_decisions run (the fast
+ * lane), from ops.dispatch() after draining the decision ring (the
+ * fallback) and from the heartbeat (decisions that arrived before their
+ * task was parked).
+ *
+ * Where a task goes: an idle CPU (claimed in the kernel's idle mask) takes
+ * it straight into its local queue, and the move itself reschedules it; a
+ * busy CPU gets it in its own queue, where it waits behind the running task
+ * and where a newly-idle CPU may pull it from, as from a fair runqueue.
+ * BPF re-checks what the agent may not know (decided_dsq()): a CPU outside
+ * the task's affinity (or a migration-disabled task) would make the kernel
+ * eject us, so the task stays on its own CPU instead, or goes to the
+ * fallback queue.
+ */
 static void apply_parked(bool late)
 {
 	struct task_struct *p;

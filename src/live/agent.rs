@@ -530,27 +530,25 @@ impl<'a> Agent<'a> {
         match &mut self.transport {
             Transport::FastLane => {
                 let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
-                if self.batch.is_empty() {
-                    // Nothing held (every decision was handed off, or none
-                    // was read): BPF must not keep a yielding agent running
-                    // for decisions it already has (agent_has_work()).
-                    protocol::set_holding(bss, 0);
-                    return Ok(());
+                if !self.batch.is_empty() {
+                    if let Some((sig, at)) = self.half_apply
+                        && self.batch.len() >= 2
+                        && Instant::now() >= at
+                    {
+                        let (first, second) = self.batch.split_at(self.batch.len() / 2);
+                        protocol::apply(&self.skel.progs.apply_decisions, bss, first)?;
+                        protocol::record_only(&self.skel.progs.apply_decisions, bss, second)?;
+                        // SAFETY: raise() only signals this process.
+                        unsafe { libc::raise(sig) };
+                        self.half_apply = None;
+                    }
+                    protocol::apply(&self.skel.progs.apply_decisions, bss, &self.batch)?;
+                    self.retry_until_ns = self.clock_ns + APPLY_RETRY_NS;
                 }
-                if let Some((sig, at)) = self.half_apply
-                    && self.batch.len() >= 2
-                    && Instant::now() >= at
-                {
-                    let (first, second) = self.batch.split_at(self.batch.len() / 2);
-                    protocol::apply(&self.skel.progs.apply_decisions, bss, first)?;
-                    protocol::record_only(&self.skel.progs.apply_decisions, bss, second)?;
-                    // SAFETY: raise() only signals this process.
-                    unsafe { libc::raise(sig) };
-                    self.half_apply = None;
-                }
-                protocol::apply(&self.skel.progs.apply_decisions, bss, &self.batch)?;
+                // Every decision read is BPF's now, applied or handed off (or
+                // none was read): BPF must not keep a yielding agent running
+                // for decisions it already has (agent_has_work()).
                 protocol::set_holding(bss, 0);
-                self.retry_until_ns = self.clock_ns + APPLY_RETRY_NS;
             }
             Transport::Ring { backlog, .. } => backlog.extend(self.batch.drain(..)),
         }
