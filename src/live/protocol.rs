@@ -381,7 +381,7 @@ pub fn set_policy(
     sh.newidle_skip_pending = newidle_skip_pending as u32;
 }
 
-/// BPF's counters and histograms into `m` (bpf/main.bpf.c documents each).
+/// BPF's counters and histograms into `m` (bpf/counters.bpf.h documents each).
 pub fn read_counters(b: &bss, m: &mut LiveMetrics) {
     // Every counter stats.rs lists under `bpf`, by the same name in .bss.
     macro_rules! rd {

@@ -65,7 +65,7 @@ fn hist_delta(new: &[u64], old: &[u64]) -> Vec<u64> {
 }
 
 /// Every counter of `scx_wakelab stats`, once, with its description: the
-/// agent's own, then those BPF keeps in its `.bss` (bpf/main.bpf.c declares
+/// agent's own, then those BPF keeps in its `.bss` (bpf/counters.bpf.h declares
 /// each as `volatile u64 NAME`; protocol.rs copies them by this list). Calls
 /// `$then! { agent: { NAME: "desc", ... } bpf: { NAME: "desc", ... } }`, so
 /// that each user of the list (the struct below, protocol::read_counters)
@@ -472,10 +472,10 @@ pub(crate) fn sample() -> LiveMetrics {
 mod tests {
     use super::*;
 
-    /// The `volatile u64` globals of bpf/main.bpf.c (the writable .bss ones,
+    /// The `volatile u64` globals of bpf/counters.bpf.h (the writable .bss ones,
     /// not `const volatile` settings), arrays without their brackets.
     fn bpf_bss_u64s() -> Vec<String> {
-        let src = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/main.bpf.c"));
+        let src = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/counters.bpf.h"));
         let mut names = Vec::new();
         let mut rest = src;
         while let Some(at) = rest.find("\nvolatile u64 ") {
@@ -512,7 +512,7 @@ mod tests {
         for name in LiveMetrics::BPF_COUNTERS {
             assert!(
                 bpf.iter().any(|b| b == name),
-                "{name} is listed under bpf but bpf/main.bpf.c has no volatile u64 {name}"
+                "{name} is listed under bpf but bpf/counters.bpf.h has no volatile u64 {name}"
             );
         }
     }
