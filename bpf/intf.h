@@ -1,31 +1,78 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * scx_wakelab: the contract between the BPF component (bpf/main.bpf.c) and
- * the Rust agent (src/live/, whose only user of these definitions is
- * src/live/protocol.rs). Both sides see this file: the BPF program includes
- * it, the agent gets it through bindgen.
+ * scx_wakelab: the contract between the BPF component (bpf/main.bpf.c and
+ * the parts it includes) and the Rust agent (src/live/, whose only user of
+ * these definitions is src/live/protocol.rs). Both sides see this file: the
+ * BPF program includes it, the agent gets it through bindgen.
  *
- * The life of a wake-up:
- *   1. ops.select_cpu() records the wake-up's context on the waker's CPU;
- *      ops.enqueue() sends it to the agent as a struct wakeup_msg through the
- *      wakeups ring (BPF_MAP_TYPE_RINGBUF, BPF -> agent) and parks the task
- *      in WL_PARK_DSQ, a queue no CPU consumes.
- *   2. The agent decides a CPU (struct decision_msg) and hands the decision
- *      back by one of two transports, chosen at load:
- *      - the fast lane: it writes a batch into wl_shared.apply_slots and runs
- *        the SEC("syscall") program apply_decisions (bpf_prog_test_run),
- *        which moves each decided task from WL_PARK_DSQ to its CPU at once;
- *      - the fallback, for kernels whose SYSCALL programs may not move
- *        tasks: the decisions user ring (BPF_MAP_TYPE_USER_RINGBUF, agent ->
- *        BPF), drained when the agent yields, in ops.dispatch().
- *      Either way BPF re-checks the task's generation and affinity: no
- *      decision can lose a task or make the kernel eject us.
- *   3. The task runs on its CPU; an idle one is woken by the move itself.
+ * The life of a wake-up, on the default road (the handoff; the agent turns
+ * it off with --agent-handoff=false, BPF's handoff_on):
+ *   1. ops.select_cpu() runs on the waker's CPU. It records the wake-up's
+ *      context and, for a ttwu wake-up of a task the agent places, claims a
+ *      handoff slot (wl_shared.handoff, FREE -> WAITING) and sends a struct
+ *      wakeup_msg with WL_MSG_HANDOFF and the slot's handoff_seq through the
+ *      wakeups ring (BPF_MAP_TYPE_RINGBUF, BPF -> agent). It returns
+ *      prev_cpu: the kernel then enqueues the task, on the wakee's CPU when
+ *      it queues the wake-up there.
+ *   2. The agent decides a CPU, and the task's ops.enqueue() runs: the two
+ *      race on the slot, each with one compare-and-swap from WAITING.
+ *      - The agent first (WAITING -> DECIDED, with the CPU): ops.enqueue()
+ *        finds the decision, frees the slot and queues the task on that CPU
+ *        itself. No further call, no parking.
+ *      - ops.enqueue() first (WAITING -> PARKED): it parks the task in
+ *        WL_PARK_DSQ, a queue no CPU consumes. The agent's compare-and-swap
+ *        fails, and its decision (struct decision_msg) takes the apply road:
+ *        the agent writes a batch of decisions into wl_shared.apply_slots and
+ *        runs the SEC("syscall") program apply_decisions
+ *        (bpf_prog_test_run), which records each one and moves each decided
+ *        task from WL_PARK_DSQ onto its CPU. A decision that arrives before
+ *        its task is parked stays recorded (wl_shared.decisions_pending)
+ *        until the agent runs apply_decisions again or the heartbeat
+ *        carries it out.
+ *   3. The task runs on its CPU. An idle CPU was claimed (its bit cleared in
+ *      the kernel's idle mask) and got the task in its local DSQ, and the
+ *      insert or move itself wakes it; a busy CPU got it in its own DSQ and
+ *      takes it from there in ops.dispatch(), unless a newly-idle CPU pulls
+ *      it first.
+ * The other roads:
+ *   - No slot: the handoff is off, the wake-up is not a ttwu one,
+ *     ops.select_cpu() did not run for it (a task allowed on one CPU), the
+ *     slot still holds an older wake-up's decision nobody collected, or the
+ *     agent or the ring could not take the message then. ops.enqueue() sends
+ *     the wakeup_msg itself and parks the task (unless the fallback queue
+ *     below takes it), and the decision takes the apply road.
+ *   - The decisions user ring (BPF_MAP_TYPE_USER_RINGBUF, agent -> BPF):
+ *     the fallback transport, for kernels whose SYSCALL programs may not
+ *     move tasks (--apply-path ring, or auto after such a refusal; BPF's
+ *     ring_transport). The agent submits its decisions there instead of
+ *     running apply_decisions, and every CPU's ops.dispatch() drains the
+ *     ring and moves the decided tasks. The handoff works the same with
+ *     either transport.
+ *   - The fallback queue (WL_FALLBACK_DSQ), which every CPU consumes: a
+ *     task goes there instead of to the agent when the wakeups ring is full
+ *     or the agent has stalled or fallen more than agent_stall_ns behind;
+ *     tasks already parked for such an agent are moved there too (the stall
+ *     rescue).
+ *   Whichever road, BPF checks that a decision is for the wake-up it was
+ *   made for (the task's generation, enq_cnt, or the handoff slot's
+ *   sequence number) and that the task may run on the CPU before acting on
+ *   it: no decision can lose a task or make the kernel eject us.
  *
  * Everything else the two sides share is in struct wl_shared (one .bss
  * variable, memory-mapped by the agent: no syscall per read), each field
- * with its owner (the only side that writes it) and its invariant. Counters
- * are BPF's alone and are declared in bpf/main.bpf.c.
+ * with its owner (the only side that writes it) and its invariant, and in
+ * these BPF globals, which the agent reaches by name through the skeleton:
+ *   - Settings (.rodata; owner: the agent, before load; frozen at load, so
+ *     the verifier sees constants): agent_pid, agent_tgid, slice_ns,
+ *     agent_stall_ns (BPF's default is kept), break_verifier, ring_limit,
+ *     ring_transport, debug_half_apply, handoff_on (bpf/main.bpf.c);
+ *     idle_balance_on, idle_balance_busy_ns, newidle_wait_own_wakee
+ *     (bpf/balance.bpf.c).
+ *   - Counters and histograms (.bss; owner BPF, atomic adds; the agent reads
+ *     them racily for stats): bpf/counters.bpf.h.
+ *   - The two rings, wakeups and decisions (bpf/state.bpf.h), and uei, the
+ *     exit information BPF records for the agent when the scheduler exits
+ *     (bpf/main.bpf.c).
  */
 #ifndef __WAKELAB_INTF_H
 #define __WAKELAB_INTF_H
@@ -100,7 +147,7 @@ enum wl_handoff_state {
  */
 enum wl_hop {
 	WL_HOP_SELECT_ENQUEUE	= 0,	/* ops.select_cpu -> ops.enqueue (BPF) */
-	WL_HOP_ENQUEUE_READ	= 1,	/* ops.enqueue -> the agent reads it (agent) */
+	WL_HOP_ENQUEUE_READ	= 1,	/* sent -> the agent reads it (agent) */
 	WL_HOP_READ_COMMIT	= 2,	/* read -> decision handed to BPF (agent) */
 	WL_HOP_COMMIT_APPLY	= 3,	/* handed over -> task queued on its CPU (BPF) */
 	WL_HOP_APPLY_RUN	= 4,	/* queued on its CPU -> running (BPF) */
@@ -150,7 +197,7 @@ enum wakeup_msg_flags {
 struct wakeup_msg {
 	u32 kind;		/* enum wakeup_msg_kind */
 	s32 pid;
-	s32 task_cpu;		/* scx_bpf_task_cpu(p) at enqueue time */
+	s32 task_cpu;		/* scx_bpf_task_cpu(p) when the message was sent */
 	s32 prev_cpu;		/* prev_cpu given to ops.select_cpu() */
 	s32 waker_cpu;		/* CPU ops.select_cpu() ran on (the waker's) */
 	s32 waker_pid;
@@ -165,10 +212,13 @@ struct wakeup_msg {
 	u32 waker_nr_runnable;
 	u32 waker_ttwu_pending;
 	u64 wake_flags;		/* SCX_WAKE_* as given to ops.select_cpu() */
-	u64 enq_flags;		/* SCX_ENQ_* as given to ops.enqueue() */
+	u64 enq_flags;		/* SCX_ENQ_* as given to ops.enqueue()
+				 * (SCX_ENQ_WAKEUP alone when sent from
+				 * ops.select_cpu()) */
 	u64 enq_cnt;		/* generation: a decision must echo it */
 	u64 select_ns;		/* when ops.select_cpu() ran */
-	u64 enqueue_ns;		/* when ops.enqueue() queued it to the agent */
+	u64 enqueue_ns;		/* when it was sent: by ops.select_cpu() with
+				 * WL_MSG_HANDOFF, else by ops.enqueue() */
 	u64 enqueue_mono_ns;	/* the same moment on CLOCK_MONOTONIC (wl_hop) */
 	u64 handoff_seq;	/* WL_MSG_HANDOFF: the wake-up's handoff slot */
 	u64 weight;		/* p->scx.weight (100 = nice 0) */
@@ -188,7 +238,8 @@ struct decision_msg {
 	s32 cpu;		/* target CPU, or WL_CPU_ANY */
 	u64 enq_cnt;		/* echoed from wakeup_msg: stale ones are dropped */
 	u64 slice_ns;		/* 0 = default slice */
-	u64 enqueue_ns;		/* echoed: BPF measures enqueue -> run latency */
+	u64 enqueue_ns;		/* echoed from wakeup_msg; BPF does not read it
+				 * (it times enqueue -> run from its own stamp) */
 	u64 committed_ns;	/* CLOCK_MONOTONIC when the agent handed it over */
 };
 
@@ -254,13 +305,15 @@ struct cpu_state {
 
 /*
  * What BPF and the agent share besides the rings. One .bss variable
- * (wl_shared in bpf/main.bpf.c), memory-mapped by the agent. "Owner" is the
- * only side that writes a field; the other reads it racily unless noted.
+ * (wl_shared, declared in bpf/state.bpf.h), memory-mapped by the agent.
+ * "Owner" is the only side that writes a field; the other reads it racily
+ * unless noted.
  */
 struct wl_shared {
 	/*
-	 * Owner BPF (each CPU for itself, refreshed for all in the agent's
-	 * apply run and before the agent is dispatched): each CPU as last seen.
+	 * Owner BPF (each CPU for itself, and for all right before the agent
+	 * is dispatched; an apply_decisions run refreshes none): each CPU as
+	 * last seen.
 	 */
 	struct cpu_state cpu_state[WL_MAX_CPUS];
 	/*
@@ -332,7 +385,7 @@ struct wl_shared {
 	u32 inflight[WL_MAX_CPUS];
 	/*
 	 * Owner BPF: until when (rq clock) a CPU waits for its own sync wakee
-	 * (--newidle-wait-own-wakee; see bpf/main.bpf.c).
+	 * (--newidle-wait-own-wakee; see bpf/balance.bpf.c).
 	 */
 	u64 own_wakee_until[WL_MAX_CPUS];
 	/*
@@ -348,12 +401,13 @@ struct wl_shared {
 	 * Then the agent and the task's ops.enqueue() race, each with one
 	 * compare-and-swap from WAITING: the agent to DECIDED with its CPU
 	 * (committed_ns written first), ops.enqueue() to PARKED. Whoever
-	 * loses takes the other road: the agent hands the decision to
-	 * apply_decisions as before; ops.enqueue() finds DECIDED, sets the
-	 * slot FREE and queues the task on the decided CPU itself. The
-	 * kernel's ops.select_cpu() runs on the waker's CPU before the
-	 * wake-up is sent on to the wakee's, so a polling agent often decides
-	 * before the enqueue and the wakee's CPU is not woken twice.
+	 * loses takes the other road: the agent hands the decision over as
+	 * any other (apply_decisions, or the decisions ring); ops.enqueue()
+	 * finds DECIDED, sets the slot FREE and queues the task on the
+	 * decided CPU itself. The kernel's ops.select_cpu() runs on the
+	 * waker's CPU before the wake-up is sent on to the wakee's, so a
+	 * polling agent often decides before the enqueue and the wakee's CPU
+	 * is not woken twice.
 	 * Invariant: a DECIDED slot holds one wl_shared.inflight count for
 	 * its CPU, given back by whoever frees it (the enqueue, or
 	 * handoff_cancel() when the task is not enqueued as this wake-up).
