@@ -41,7 +41,7 @@ volatile u32 idle_balance_req[WL_MAX_CPUS];
  * next ring member queued behind the agent), and the wakee arrives to a CPU
  * that is busy again: two migrations the kernel never makes. So
  * newidle_balance() leaves the CPU idle until the decision is applied
- * (move_decided() clears the mark) or WL_OWN_WAKEE_WAIT_NS passes. The
+ * (note_decided_queued() clears the mark) or WL_OWN_WAKEE_WAIT_NS passes. The
  * bound covers the agent's round trip under QEMU TCG (p50 0.5-1 ms in the
  * lab); on real hardware the decision clears it long before. Off by default
  * (--newidle-wait-own-wakee): it cut newly-idle pulls in lat_ctx rings of 16

@@ -26,9 +26,13 @@
 volatile u64 nr_agent_dispatches;
 /* Sleep events sent (report_sleeps), and those the full ring dropped. */
 volatile u64 nr_sleep_msgs, nr_sleep_msgs_dropped;
-/* Dispatched here without the agent: the agent, per-CPU kthreads. */
+/*
+ * Dispatched without the agent: the agent itself, tasks that must never wait
+ * for it (must_bypass_agent(), the agent's other threads, SCX_ENQ_LAST), and
+ * tasks without task storage (to the fallback queue).
+ */
 volatile u64 nr_direct_dispatches;
-/* The wakeup ring was full: the task went to the fallback queue. */
+/* The wakeup ring was full (or held ring_limit messages): the task went to the fallback queue. */
 volatile u64 nr_ring_full_fallbacks;
 /*
  * The agent had not run for agent_stall_ns, or the oldest message waiting
@@ -49,13 +53,13 @@ volatile u64 nr_lost_decisions;
 volatile u64 nr_stale_decisions;
 /* Fallback tasks taken before the CPU's own queue after waiting too long. */
 volatile u64 nr_fallback_starving;
-/* The chosen CPU was invalid or outside p->cpus_ptr: placed elsewhere. */
+/* The chosen CPU was invalid, outside p->cpus_ptr, or barred by migration-disabled: placed elsewhere. */
 volatile u64 nr_bounced_decisions;
 /* The task of a decision no longer exists. */
 volatile u64 nr_decisions_task_gone;
 /* The agent asked for "any CPU". */
 volatile u64 nr_any_cpu_decisions;
-/* Enqueues without a preceding ops.select_cpu() (pinned, requeue, ...). */
+/* Wake-ups sent without ops.select_cpu()'s context (e.g. a task allowed on one CPU: the kernel skips it). */
 volatile u64 nr_enqueue_without_select;
 /* Wake-up contexts seen in ops.select_cpu(). */
 volatile u64 nr_select_task_ctx, nr_select_softirq_ctx, nr_select_hardirq_ctx;
@@ -97,10 +101,11 @@ volatile u64 nr_agent_preempt_kicks;
  */
 volatile u64 nr_requeues_in_place;
 /*
- * Decisions carried out (moved out of the parking queue): straight onto an
- * idle CPU's local queue, or into a busy CPU's queue (where a newly-idle CPU
- * may pull it from); apply_decisions runs, and the parking-queue visits
- * that found no decided task.
+ * Decisions carried out (by apply_parked() from the parking queue, or by
+ * ops.enqueue() for a handoff): straight onto an idle CPU's local queue, or
+ * into a busy CPU's queue (where a newly-idle CPU may pull it from);
+ * apply_decisions runs, and apply_parked() passes that left decisions
+ * undone (their task not parked yet).
  */
 volatile u64 nr_applied_to_idle, nr_applied_to_queue, nr_apply_runs, nr_apply_misses;
 /*
@@ -128,8 +133,9 @@ volatile u64 nr_idle_agent_kicks;
 volatile u64 nr_stranded_kicks;
 
 /*
- * log2 histogram of the time from ops.enqueue() queuing a task to the agent
- * until the task starts running on the CPU the agent chose.
+ * log2 histogram of the time from a wake-up's message to the agent (sent by
+ * ops.select_cpu() with the handoff, else by ops.enqueue()) until the task
+ * starts running.
  */
 volatile u64 enqueue_to_run_hist[WL_LAT_BUCKETS];
 

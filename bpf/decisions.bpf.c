@@ -33,7 +33,8 @@
 /*
  * Parked tasks per CPU they were queued on (their prev): a CPU that is
  * woken by such a wake-up, to find nothing to run because the task waits
- * for the agent, is not a CPU going idle (park_done(), newidle_balance()).
+ * for the agent, is not a CPU going idle, and wakelab_dispatch() skips its
+ * newly-idle pull then.
  */
 static u32 parked_on[WL_MAX_CPUS];
 
@@ -452,8 +453,9 @@ static void enqueue_handed(struct task_struct *p, struct task_ctx *tctx, u64 enq
 
 /*
  * The fallback transport: one record of the decisions user ring, drained in
- * ops.dispatch() of the agent's CPU when the agent yields. Recorded here,
- * carried out by apply_parked() after the drain.
+ * ops.dispatch() by whichever CPU dispatches next (the agent's own, as the
+ * agent yields). Recorded here, carried out by apply_parked() after the
+ * drain.
  */
 static long drain_decision(struct bpf_dynptr *dynptr, void *context)
 {

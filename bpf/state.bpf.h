@@ -53,16 +53,16 @@ struct {
 } decisions SEC(".maps");
 
 struct task_ctx {
-	/* Generation: bumped each time the task is queued to the agent. */
+	/* Generation: bumped each time a wake-up of the task is sent to the agent. */
 	u64 enq_cnt;
-	/* When the task was queued to the agent (0 when it was not). */
+	/* When its wake-up was sent to the agent (0 once it runs, or if none was). */
 	u64 enqueue_ns;
 	/* When the task entered WL_FALLBACK_DSQ, bpf_ktime_get_ns() (fallback_starving()). */
 	u64 fallback_ns;
 	/* CLOCK_MONOTONIC stamps for the hop histograms (enum wl_hop). */
 	u64 select_mono_ns;
 	u64 applied_mono_ns;
-	/* Wake-up context recorded by ops.select_cpu(), used by ops.enqueue(). */
+	/* Wake-up context recorded by ops.select_cpu(), sent with the wake-up. */
 	u64 wake_flags;
 	u64 select_ns;
 	s32 prev_cpu;
@@ -90,7 +90,7 @@ struct task_ctx {
 	u64 awaiting_gen;
 	/*
 	 * A decision for generation decided_gen, recorded by record_decision()
-	 * and carried out by move_decided() once the task is found parked (the
+	 * and carried out by apply_parked() once the task is found parked (the
 	 * agent may read the message before ops.enqueue()'s insert into the
 	 * parking queue has completed). Set and cleared with atomic exchanges:
 	 * whoever clears it gives back the decision's wl_shared.inflight slot.

@@ -91,7 +91,8 @@ static void fill_wakeup_msg(struct wakeup_msg *msg, struct task_struct *p,
  * send, a little earlier: closer to the moment fair.c decides, in
  * select_task_rq() on the waker's CPU. Anything in the way (not a
  * ttwu wake-up, a task the agent does not place, a stalled agent, a full
- * ring, no free slot) leaves the message to ops.enqueue(), as before.
+ * ring, no free slot) leaves the message to ops.enqueue(), as without the
+ * handoff.
  */
 static void send_from_select(struct task_struct *p, struct task_ctx *tctx)
 {
