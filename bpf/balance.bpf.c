@@ -33,20 +33,22 @@ const volatile u64 idle_balance_busy_ns = 2000000ULL;
 /* Set by idle_balance_kick() for the idle CPU it kicks, cleared by its dispatch. */
 volatile u32 idle_balance_req[WL_MAX_CPUS];
 /*
- * wl_shared.own_wakee_until: until when a CPU expects its own wakee back. A sync waker about to sleep
- * woke a task that last ran on the waker's CPU; in the kernel that wakee
- * would be queued there at once (the sync shortcut or prev, the same CPU),
- * but ours waits for the agent, and the CPU goes idle meanwhile. Its
- * newly-idle pull would then take a task waiting elsewhere (in lat_ctx, the
- * next ring member queued behind the agent), and the wakee arrives to a CPU
- * that is busy again: two migrations the kernel never makes. So
- * newidle_balance() leaves the CPU idle until the decision is applied
- * (note_decided_queued() clears the mark) or WL_OWN_WAKEE_WAIT_NS passes. The
- * bound covers the agent's round trip under QEMU TCG (p50 0.5-1 ms in the
- * lab); on real hardware the decision clears it long before. Off by default
- * (--newidle-wait-own-wakee): it cut newly-idle pulls in lat_ctx rings of 16
- * but lowered the affine rate of rings of 2, even after the agent began
- * describing such CPUs as busy (src/live/placement.rs); the runs are in
+ * wl_shared.own_wakee_until: until when a CPU expects its own wakee back.
+ * A sync waker about to sleep woke a task that last ran on the waker's CPU;
+ * in the kernel that wakee would be queued there at once (the sync shortcut
+ * or prev, the same CPU), but ours waits for the agent, and the CPU goes
+ * idle meanwhile. Its newly-idle pull would then take a task waiting
+ * elsewhere (in lat_ctx, the next ring member queued behind the agent), and
+ * the wakee arrives to a CPU that is busy again: two migrations the kernel
+ * never makes. So newidle_balance() leaves the CPU idle until the decision
+ * is applied (note_decided_queued() clears the mark) or
+ * WL_OWN_WAKEE_WAIT_NS passes: a bound for a decision that does not come,
+ * chosen to cover the agent's round trip under QEMU TCG, the slowest
+ * setting we run; on real hardware the decision clears the mark long
+ * before. Off by default (--newidle-wait-own-wakee): in the runs that
+ * decided it, what it saved on one workload it cost on another, also after
+ * the agent began describing such CPUs as busy (src/live/placement.rs).
+ * Those runs, and the round trip the bound was chosen from, are in
  * docs/benchmarks/bpf-heuristics-notes.md.
  */
 const volatile bool newidle_wait_own_wakee;
@@ -221,10 +223,9 @@ static bool newidle_balance(s32 cpu, u64 now)
  * the rate limit (fair.c's nohz.next_balance keeps it to about one balance
  * per jiffy too).
  *
- * Off by default (--idle-balance): under QEMU TCG it made lmbench
- * `lat_ctx -P 8` about twice as slow after only a few dozen pulls per run,
- * for reasons not yet understood; what it buys is fair.c's back-and-forth
- * in the seed-1 scenario. The runs are in
+ * Off by default (--idle-balance): it slowed a context-switch benchmark far
+ * more than its few pulls explain, for reasons not yet understood; what it
+ * buys is fair.c's back-and-forth in the seed-1 scenario. The runs are in
  * docs/benchmarks/bpf-heuristics-notes.md.
  */
 static void idle_balance_kick(u32 busy)

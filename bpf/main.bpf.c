@@ -388,9 +388,10 @@ void BPF_STRUCT_OPS(wakelab_dispatch, s32 cpu, struct task_struct *prev)
  * is nr_running >= 2: @p plus what waits in our DSQ. Ours adds that @p has
  * run idle_balance_busy_ns since it last woke, i.e. will not give the CPU up
  * in a moment. A sync wakee queued behind a waker about to sleep gets the
- * CPU soon; in the kernel a tick rarely falls into that window, but QEMU TCG
- * stretches it many times, and pulling such wakees away breaks up every pair
- * that wake-affine brought together (lmbench lat_ctx: twice the migrations).
+ * CPU soon; in the kernel a tick rarely falls into that window, but an
+ * emulated CPU (QEMU TCG) stretches it, and pulling such wakees away breaks
+ * up the pairs that wake-affine brought together (the migration counts are
+ * in docs/benchmarks/bpf-heuristics-notes.md).
  */
 void BPF_STRUCT_OPS(wakelab_tick, struct task_struct *p)
 {

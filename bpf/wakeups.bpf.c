@@ -317,11 +317,12 @@ static void rescue_from_stalled_agent(u64 now)
  * The fallback queue is shared, and a CPU takes from it only when its own
  * queue is empty. A task there that only this CPU may run (an affinity of
  * one CPU: stress-ng's affinity stressor, a rescued per-CPU task) waits as
- * long as the agent keeps this CPU's queue busy: 6.7 s in one CI run, and
- * the kernel's watchdog ejected us ("runnable task stall"). So a fallback
- * task this CPU may run, waiting longer than WL_FALLBACK_MAX_WAIT_NS, goes
- * first. The queue is in arrival order, so the first such task is the
- * oldest, and it is the one scx_bpf_dsq_move_to_local() then takes.
+ * long as the agent keeps this CPU's queue busy, which in CI was long enough
+ * for the kernel's watchdog to eject us ("runnable task stall"; see
+ * docs/benchmarks/bpf-heuristics-notes.md). So a fallback task this CPU may
+ * run, waiting longer than WL_FALLBACK_MAX_WAIT_NS, goes first. The queue
+ * is in arrival order, so the first such task is the oldest, and it is the
+ * one scx_bpf_dsq_move_to_local() then takes.
  */
 #define WL_FALLBACK_MAX_WAIT_NS 20000000ULL
 
