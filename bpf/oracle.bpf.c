@@ -5,8 +5,9 @@
  * fentry on select_task_rq_fair() copies what the function is about to read
  * (the task, current, every CPU's runqueue and LLC hints) into a per-CPU
  * scratch record; fexit adds the CPU it returned and submits the record to
- * a ring the agent drains (src/oracle/). No sched_ext is needed: this runs
- * beside whatever scheduler the kernel has, on any kernel with BTF and
+ * a ring that `scx_wakelab oracle record` drains (src/oracle/ turns the
+ * records into trace lines and replays them). No sched_ext is needed: this
+ * runs beside whatever scheduler the kernel has, on any kernel with BTF and
  * fentry (5.5+).
  *
  * The signature differs by version, so there are two pairs of programs and
@@ -18,10 +19,10 @@
  * Field offsets are CO-RE relocations; fields that only some versions have
  * are read behind bpf_core_field_exists(). What this program reads races
  * with the other CPUs exactly as the kernel's own reads do: the record is
- * the state select_task_rq_fair() could have seen, a few hundred
- * nanoseconds apart from what it did see. fexit reads each CPU again and
- * marks the ones that changed, so a replay can tell a disagreement that
- * may come from the race from one that cannot.
+ * the state select_task_rq_fair() could have seen, read a moment apart from
+ * what it did see (docs/oracle-notes.md measures the race). fexit reads
+ * each CPU again and marks the ones that changed, so a replay can tell a
+ * disagreement that may come from the race from one that cannot.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -34,10 +35,10 @@ char _license[] SEC("license") = "GPL";
 /* Set by the loader: how many CPUs to describe (at most ORACLE_MAX_CPUS). */
 const volatile u32 nr_cpus = 1;
 
-/* Counters, read by the agent. */
+/* Counters; `oracle record` reports the last two when it stops. */
 volatile u64 nr_records, nr_ring_full, nr_exit_unpaired;
 
-/* The kernel's HZ, from its config (0 where libbpf finds none), for the agent. */
+/* The kernel's HZ, from its config (0 where libbpf finds none), for `oracle record`. */
 extern unsigned int CONFIG_HZ __kconfig __weak;
 volatile u32 kernel_hz;
 

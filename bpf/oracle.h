@@ -6,9 +6,12 @@
  * the engine. Both sides see this file: the BPF program includes it, Rust
  * gets it through bindgen (only src/oracle/record.rs touches the structs).
  *
- * One record per select_task_rq_fair() call: what the function was asked,
- * the state it read, captured on entry, and the CPU it returned, captured on
- * exit, with which CPUs' state changed in between. Owner of every field: BPF (written once, then submitted to the ring).
+ * One record per select_task_rq_fair() call (unless the ring is full:
+ * nr_ring_full counts those): what the function was asked, the state it
+ * read, captured on entry, and the CPU it returned, captured on exit, with
+ * which CPUs' state changed in between. Owner of every field: BPF, which
+ * fills a record in on entry and exit and then submits it; Rust only reads
+ * records from the ring.
  */
 #ifndef __WAKELAB_ORACLE_H
 #define __WAKELAB_ORACLE_H
