@@ -4,7 +4,7 @@
 //! One thread schedules. It must never block on anything a task it has not
 //! placed yet could be holding, so it does no I/O after start-up: logging
 //! and stats printing happen on other threads, which the BPF side dispatches
-//! without asking the agent (bpf/main.bpf.c, is_agent_helper_thread()).
+//! without asking the agent (bpf/agent.bpf.c, is_agent_helper_thread()).
 //!
 //! The thread is pinned to one CPU, its home (`--agent-cpu`): it never
 //! migrates, and BPF preempts that CPU's task when the agent has work. After
@@ -70,7 +70,7 @@ pub struct AgentConfig {
     pub idle_balance: bool,
     /// --idle-balance-busy-us: the busy CPU's current task must have run this long.
     pub idle_balance_busy_us: u64,
-    /// --newidle-wait-own-wakee: see own_wakee_until in bpf/main.bpf.c.
+    /// --newidle-wait-own-wakee: see own_wakee_until in bpf/balance.bpf.c.
     pub newidle_wait_own_wakee: bool,
     /// --agent-cpu.
     pub agent_cpu: AgentCpu,

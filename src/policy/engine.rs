@@ -1064,7 +1064,7 @@ impl Engine {
     /// that migrates a hot task after repeated balance failures, group imbalance types.
     ///
     /// # The live pull differs, and this is the one list of how
-    /// The scheduler's own pull is BPF's `newidle_balance()` (bpf/main.bpf.c), which must
+    /// The scheduler's own pull is BPF's `newidle_balance()` (bpf/balance.bpf.c), which must
     /// decide within ops.dispatch() from what BPF sees.  Both skip CPUs with fewer than two
     /// runnable tasks and tasks that may not run here or ran within 500 us (`task_hot()`),
     /// and both honour seed 2's skip.  Where they part:

@@ -202,7 +202,7 @@ echo "DATA live_toggle {\"stats_interval_s\":$STATS_SECS,\"set_answer_s\":$(awk 
 # softirq on a hog CPU claims "waker alone, about to sleep" and pulls the
 # wakee across nodes onto the hog, where it waits behind the hog until an
 # idle node-0 CPU, kicked by the hog CPU's tick, pulls it back (the idle
-# balance, bpf/main.bpf.c) - and the next message pulls it over again. With
+# balance, bpf/balance.bpf.c) - and the next message pulls it over again. With
 # the flag it stays on node 0. Fresh server and client per run, so that every
 # run starts on node 0.
 RPS=/sys/class/net/lo/queues/rx-0/rps_cpus
@@ -236,7 +236,7 @@ echo "$OLD_RPS" >$RPS
 # ---- Seed 2: newly-idle pull skipped while a wake-up is pending ------------------
 # Rik van Riel's e5e678e4: a CPU that runs out of work does not search other
 # CPUs while a wake-up is already on its way to it. The live pull is BPF's
-# (newidle_balance in bpf/main.bpf.c); "on its way" is rq->ttwu_pending or a
+# (newidle_balance in bpf/balance.bpf.c); "on its way" is rq->ttwu_pending or a
 # decision of the agent in flight to that CPU. An oversubscribed hackbench
 # (40 tasks per group, 8 groups on 8 CPUs) keeps tasks waiting in busy CPUs'
 # queues (something to pull) while wake-ups land on CPUs that go idle. Pulls
