@@ -6,16 +6,18 @@
  * waits for it, so when and where it runs is part of every wake-up's
  * latency. This part owns:
  * - who the agent is (is_agent()), and who must never wait for it: its own
- *   other threads, per-CPU kthreads, reclaim threads, workqueue workers
- *   (must_bypass_agent());
+ *   other threads (is_agent_helper_thread()), per-CPU kthreads, reclaim
+ *   threads, workqueue workers (must_bypass_agent());
  * - whether it has work (agent_has_work()): wake-ups it has not read,
  *   decisions it holds, a heartbeat, a ring half full; it waits in
  *   WL_AGENT_DSQ otherwise (agent_parked, agent_needed);
  * - where it runs (agent_may_run_on(): its home CPU when pinned, the
- *   default) and how it is woken (wake_agent(), kick_agent_cpu()), and how a
- *   task queued on its CPU asks it to yield (note_queued_on());
- * - whether it keeps up (agent_quiet(), agent_stalled(), agent_lag_ns()),
- *   which decides when wake-ups bypass it (wakeups.bpf.c).
+ *   default) and how it is woken (wake_agent(), kick_agent_cpu());
+ *   note_queued_on() asks it to yield when a task is queued on its CPU, and
+ *   wakes any other idle CPU a task is queued on;
+ * - whether it keeps up (agent_quiet(), agent_stalled(), agent_lag_ns(),
+ *   from the ring's progress that count_ring_msg() keeps), which decides
+ *   when wake-ups bypass it (wakeups.bpf.c).
  *
  * Accepted races: the idle test in wake_agent() and note_queued_on() pairs
  * with wakelab_update_idle() (either side sees the other); the lag is

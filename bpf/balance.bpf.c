@@ -15,7 +15,8 @@
  *   pulls as above and also from an overloaded node;
  * - the own-wakee wait (--newidle-wait-own-wakee, off by default): a CPU
  *   leaves its newly-idle pull undone while its own sync wakee waits for the
- *   agent.
+ *   agent (the mark is set in wakeups.bpf.c when the wake-up is sent, and
+ *   cleared in decisions.bpf.c when its decision is carried out).
  * Only tasks queued in a CPU's own DSQ are pulled (the agent's decisions for
  * busy CPUs, and requeues); a task parked for the agent's decision is the
  * agent's. Where this differs from the engine's rule (Engine::newidle_pull

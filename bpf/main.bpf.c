@@ -30,9 +30,9 @@
  * decisions come through the decisions user ring, drained in ops.dispatch();
  * a task the agent cannot be asked about (ring full, agent stalled or too
  * far behind) goes to the fallback queue that every CPU consumes, and tasks
- * already parked for a stalled agent are rescued there. The agent itself,
- * its other threads, per-CPU kthreads, reclaim threads and workqueue workers
- * never wait for the agent: they run on their CPU at once.
+ * already parked for a stalled agent are rescued there. The agent's other
+ * threads, per-CPU kthreads, reclaim threads and workqueue workers never
+ * wait for the agent: they run on their CPU at once.
  *
  * The agent runs only when it has work: it waits in its own queue and is
  * dispatched first by a CPU it may run on when wake-ups wait for it (sleep
@@ -41,8 +41,8 @@
  * their task was parked, and wakes idle CPUs left with queued tasks.
  *
  * This file holds every entry point of the object: the sched_ext
- * callbacks, the apply_decisions program the agent runs, the heartbeat, and
- * the ops table last. What they call lives in parts, one concern each,
+ * callbacks, the apply_decisions program the agent runs, the heartbeat
+ * timer's callback, and the ops table last. What they call lives in parts, one concern each,
  * included below in the order of their dependencies:
  *
  *   counters.bpf.h   the counters and histograms the agent reads for stats

@@ -11,8 +11,8 @@
  *   goes there when the agent cannot be asked (ring full, agent stalled or
  *   too far behind: dispatch_fallback()); tasks already parked for such an
  *   agent are moved there (rescue_from_stalled_agent()); a fallback task
- *   only one CPU may run goes first after waiting too long there
- *   (fallback_starving()).
+ *   that has waited there too long goes before the CPU's own queue
+ *   (fallback_starving()), so that one only this CPU may run is not starved.
  *
  * Invariant: no task is lost on this way. A wake-up is either sent (and its
  * task parked or handed off), or its task is queued where some CPU will run
