@@ -10,12 +10,18 @@ Interface with tools/lab/report.py (fixed):
                    (metric "value" = the workload's primary metric; param '' if none)
   checks.txt       CHECK PASS|FAIL <name> <detail>
   latency_hist.json  scx_wakelab's enqueue->run histogram per setting
+A run kept under docs/ holds the bulky ones gzip-compressed as NAME.gz (STORED_COMPRESSED);
+read_text and write_text take either form of any of them.
 """
 import csv
+import errno
+import gzip
+import io
 import json
 import os
 import re
 import sys
+import zlib
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -312,6 +318,68 @@ class Raw:
         return (self.meta.get(key) or [default])[0]
 
 
+# --------------------------------------------------------------------------- stored form
+
+# The files of OUTDIR that a run committed under docs/ keeps gzip-compressed (NAME.gz): a line
+# per measurement and rep, they would outweigh the prose that cites them many times over.
+# meta.json (the command and the machine), checks.txt and the reports stay plain to read.
+STORED_COMPRESSED = ("results.csv", "latency_hist.json", "report.csv")
+GZ = ".gz"
+
+
+def stored(path):
+    """The file that holds PATH's text: PATH, else PATH.gz when only that exists (a
+    missing file stays PATH, so that errors name the file a reader expects)."""
+    path = Path(path)
+    gz = path.with_name(path.name + GZ)
+    return gz if not path.exists() and gz.exists() else path
+
+
+def read_text(path, newline=None):
+    """The text of PATH or PATH.gz (newline as open() takes it); a damaged compressed file
+    is an OSError naming it."""
+    p = stored(path)
+    try:
+        with (gzip.open(p, "rt", newline=newline) if p.name.endswith(GZ) else open(p, newline=newline)) as f:
+            return f.read()
+    except (EOFError, zlib.error) as e:
+        raise OSError(errno.EINVAL, f"not a whole gzip file ({e})", str(p))
+
+
+def compressed(data):
+    """DATA (bytes) gzip-compressed without a file name or time stamp: the same data, the
+    same bytes."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=buf, mtime=0) as f:
+        f.write(data)
+    return buf.getvalue()
+
+
+def write_text(path, text):
+    """Write TEXT where readers will look for PATH: into PATH.gz when the directory keeps
+    that file compressed (PATH.gz and no PATH), else into PATH; so a run re-rendered where
+    it is committed stays in the form it was committed in."""
+    p = stored(path)
+    if p.name.endswith(GZ):
+        p.write_bytes(compressed(text.encode()))
+    else:
+        with open(p, "w", newline="") as f:
+            f.write(text)
+
+
+def compress_outdir(outdir):
+    """Replace each STORED_COMPRESSED file of OUTDIR by NAME.gz; returns the names done.
+    Files already compressed are left as they are."""
+    done = []
+    for name in STORED_COMPRESSED:
+        plain = Path(outdir) / name
+        if plain.is_file():
+            plain.with_name(name + GZ).write_bytes(compressed(plain.read_bytes()))
+            plain.unlink()
+            done.append(name)
+    return done
+
+
 # --------------------------------------------------------------------------- writers
 
 CSV_HEADER = ["setting", "workload", "param", "rep", "metric", "unit", "value"]
@@ -322,16 +390,17 @@ def fmt_value(v):
 
 
 def write_results_csv(path, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(CSV_HEADER)
-        for r in rows:
-            w.writerow([r["setting"], r["workload"], r["param"], r["rep"], r["metric"], r["unit"],
-                        fmt_value(r["value"])])
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_HEADER)
+    for r in rows:
+        w.writerow([r["setting"], r["workload"], r["param"], r["rep"], r["metric"], r["unit"],
+                    fmt_value(r["value"])])
+    write_text(path, buf.getvalue())
 
 
 def read_results_csv(path):
-    with open(path, newline="") as f:
+    with io.StringIO(read_text(path, newline=""), newline="") as f:
         rd = csv.DictReader(f)
         if rd.fieldnames != CSV_HEADER:
             raise ValueError(f"{path}: header {rd.fieldnames}, want {CSV_HEADER}")
