@@ -89,7 +89,8 @@ SETTINGS = {
     # seed 1 (Barry Song): mainline has no softirq-waker rule; the flag adds it. Both
     # with the idle balance, which pulls a wakee waiting behind a hog back to an idle
     # node as fair.c's periodic balance does: without it a pair pulled onto the hog
-    # node stays there, and the flag-off count is one move a run instead of EEVDF's tens
+    # node stays there, and flag off moves too little for the flag to bring anything
+    # down (the runs: checks-notes.md)
     "wakelab+ib": ("wakelab", "--preset mainline --idle-balance"),
     "wakelab+ib+seed1": ("wakelab", "--preset mainline --idle-balance --set sync_requires_task_waker=true"),
     # seed 2 (Rik van Riel): mainline skips the newly-idle pull when a wakeup is pending
@@ -122,13 +123,13 @@ def plan_for(profile, topo, settings=None, workloads=None):
     seed1 = [("seed1-qperf", "plain"), ("seed1-qperf", "rps+hogs")] if topo["nodes"] >= 2 else []
     mc = [("memcached", str(n))]
     # seed 2's counters also on hackbench: its many wakeups onto CPUs going idle make
-    # the pending-wakeup case frequent (memcached alone gives a handful per run)
+    # the pending-wakeup case frequent (memcached alone gives too few: checks-notes.md)
     seed2 = mc + [("hackbench-process-pipes", str(hackbench_groups(topo)[-1]))]
     # seed 4 needs wakeups whose prev CPU is busy, or the recent-used CPU is never
     # consulted (one pipe pair settles on one CPU: prev idle, taken first), and idle CPUs
-    # for it to hit: Mel's 57% -> 85% was one pair on an 80-CPU machine, and with NCPU
-    # pairs every recent CPU is busy (hit rates ~10-20% in both modes, the direction
-    # noise). NCPU/4 pairs keep half the CPUs idle.
+    # for it to hit: Mel measured one pair on a large machine, and with NCPU pairs every
+    # recent CPU is busy and the direction is noise (the runs: checks-notes.md). NCPU/4
+    # pairs keep half the CPUs idle.
     seed4 = [("perf-sched-pipe", str(max(1, n // 4)))]
 
     def seed_settings(seed4):
