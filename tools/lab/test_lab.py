@@ -516,7 +516,8 @@ class SeedChecks(unittest.TestCase):
 
 
 class RunLib(unittest.TestCase):
-    """The helpers tools/lab/run, report.py and tools/vm-tests share (runlib.py)."""
+    """The helpers tools/lab/run, report.py, tools/vm-tests and tools/vm/wakelab-vm share
+    (runlib.py)."""
 
     def test_usage_error_is_one_line_exit_2(self):
         ap = runlib.Parser(prog="tools/x", name="x")
@@ -525,7 +526,7 @@ class RunLib(unittest.TestCase):
         with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as e:
             ap.parse_args(["--n", "0"])
         self.assertEqual(e.exception.code, 2)
-        self.assertEqual(err.getvalue(), "x: argument --n: must be >= 1: 0 (see --help)\n")
+        self.assertEqual(err.getvalue(), "x: argument --n: must be >= 1: '0' (see --help)\n")
 
     def test_positive_and_csv_list(self):
         self.assertEqual(runlib.positive("3"), 3)
