@@ -18,10 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mmstats import mean_sd  # noqa: E402
 
 # How far memcached's flag-on/flag-off ratio of mean percentiles strays between boots with
-# no change to the placement path: 1.96 sd of its log over the seven quick runs with per-rep
-# data (2026-12-04, b2ae6e3 to 014f02d) is x1.58 (p50), x1.75 (p95), x1.61 (p99), and the
-# widest departure on record is 0.56 (= 1/1.79, p95 in stop 9's quick runs); runs and numbers in
-# checks-notes.md. The run's own reps share one boot and cannot show it.
+# no change to the placement path: the widest departure on record, rounded up (the runs and
+# their numbers are in checks-notes.md). The run's own reps share one boot and cannot show it.
 SEED2_NOISE = 1.8
 
 
@@ -84,8 +82,8 @@ def seed1(rows):
     remote_on = sum(values(rows, ON, W, "rps+hogs", "wl:remote_node"))
     return [
         # Without the flag the hogs must make the pair move (each softirq sync pull takes
-        # it to a hog CPU, the idle balance brings it back: EEVDF's 25-120 a run in the
-        # seed-1 thread); with it, the count falls to the no-hog level: at it, or nearer
+        # it to a hog CPU, the idle balance brings it back, as EEVDF's balance does:
+        # checks-notes.md); with it, the count falls to the no-hog level: at it, or nearer
         # to it than to the flag-off level, since one stray move a run is noise.
         ("seed1_cross_node_migrations_fall_to_no_hog_level",
          mean(off) > level and
@@ -180,8 +178,8 @@ def seed3(rows):
     speed. Wake-ups are the kernel's nr_wakeups: those the agent placed plus the sleepers
     that were still delayed and were requeued in place (ttwu_runnable(); fair.c's
     ttwu_stat() counts them too). Counting only the placed ones made delayed dequeue look
-    like a migration storm: under it most wake-ups of a ring of 2 are such requeues
-    (60259 of 77079 in the run at d80e928), never placed and never migrated."""
+    like a migration storm: under it most wake-ups of a ring of 2 are such requeues, never
+    placed and never migrated (the counts: checks-notes.md)."""
     W = "lat-ctx"
     names = ("v6.12-nodd", "v6.12", "v6.12+seed3")
     if not all(ran(rows, s, W) for s in names):
@@ -225,21 +223,19 @@ def seed3(rows):
 
 def seed4(rows):
     """Mel Gorman: the recent-used CPU serves more wakeups in the prev form than in the
-    v5.10 form (perf bench pipe hit rate 57.14% -> 85.32% in 89aafd67). Asserted on perf
-    bench sched pipe with NCPU/4 pairs (all its runs): enough pairs that prev is sometimes
-    busy and the block is consulted, few enough that the recent CPU is often idle, as on
-    Mel's 80-CPU machine with one pair (one pair alone settles on one CPU here, and its
-    prev takes ~90% of wakeups first; NCPU pairs keep every recent CPU busy, both rates
-    ~10-20%, the direction noise). Hits and misses are counted as Mel's schedstat patch
-    counts them: only for an eligible recent CPU (not prev, not target, sharing the
-    target's cache). In the v5.10 form the pipe's two tasks rewrite recent_used_cpu with
-    their own CPU at each wakeup, so the block rarely has a candidate and its rate has a
-    small denominator (121-153 attempts in quick runs with 2 pairs, 2026-12-03). What
-    follows the mode is the share of wakeups the recent CPU takes (hits/wakeups, at least
-    doubled: 0.1-0.3% -> 5.3%); the hit rate must not fall once the v5.10 form has a
-    denominator (>= 50 events; 43.8% -> 54.1%, 52.3% -> 54.6%, but 90.2% -> 70.7% on 61
-    v5.10 attempts once: listed open). hackbench and tbench are
-    shown beside, not asserted (on 8 saturated CPUs their rate can go either way)."""
+    v5.10 form (89aafd67). Asserted on perf bench sched pipe with NCPU/4 pairs (all its
+    runs): enough pairs that prev is sometimes busy and the block is consulted, few enough
+    that the recent CPU is often idle, as on Mel's large machine with one pair (one pair
+    alone settles on one CPU here and its prev takes most wakeups first; NCPU pairs keep
+    every recent CPU busy and the direction is noise). Hits and misses are counted as Mel's
+    schedstat patch counts them: only for an eligible recent CPU (not prev, not target,
+    sharing the target's cache). In the v5.10 form the pipe's two tasks rewrite
+    recent_used_cpu with their own CPU at each wakeup, so the block rarely has a candidate
+    and its rate has a small denominator. What follows the mode is the share of wakeups the
+    recent CPU takes (hits/wakeups, at least doubled); the hit rate must not fall once the
+    v5.10 form has a denominator (>= 50 events; listed open, as it has swung). hackbench
+    and tbench are shown beside, not asserted (on 8 saturated CPUs their rate can go either
+    way). The runs behind each choice: checks-notes.md."""
     W = "perf-sched-pipe"
     if not (ran(rows, "ru-v5.10", W) and ran(rows, "ru-prev", W)):
         return []
@@ -262,8 +258,8 @@ def seed4(rows):
             beside.append(f"{w} (not asserted) rate {a[0]:.0f}/{a[0] + a[1]:.0f} ({pct(a[2])}) -> "
                           f"{b[0]:.0f}/{b[0] + b[1]:.0f} ({pct(b[2])}), share of wakeups {pct(a[3])} -> {pct(b[3])}")
     # "The rate does not fall" means not significantly: the v5.10 form's denominator is
-    # small (153 attempts against 2335 in a quick run with 2 pairs), so its rate carries a
-    # sampling error; two-proportion z-test at 1.96.
+    # small (checks-notes.md), so its rate carries a sampling error; two-proportion z-test
+    # at 1.96.
     not_lower = rv is not None and rp is not None and (
         rp >= rv or (rv - rp) <= 1.96 * math.sqrt(rv * (1 - rv) / max(1, hv + mv) + rp * (1 - rp) / max(1, hp + mp)))
     ok = sv is not None and sp is not None and rp is not None and sp >= 2 * sv and hp > hv

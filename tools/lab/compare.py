@@ -9,7 +9,8 @@ scheduler's own), and the agent's CPU time per 1000 decisions (after: also less 
 spent polling for wake-ups, --agent-spin-us). Then the per-hop latency
 histograms of the setting (latency_hist.json), p50 and p99 of each, over the whole run and,
 where the lab recorded them per workload run, for each workload. Ratios are of means over
-the reps of each run (results.csv); a run's peers (scx_rustland, scx_bpfland) are listed for
+the reps of each run (results.csv; either file may be NAME.gz, as committed runs keep
+them); a run's peers (scx_rustland, scx_bpfland) are listed for
 reference from AFTER.
 """
 import argparse
@@ -46,7 +47,8 @@ def ratio(a, b):
 def load(outdir):
     d = Path(outdir)
     rows = lablib.read_results_csv(d / "results.csv")
-    hist = json.loads((d / "latency_hist.json").read_text()) if (d / "latency_hist.json").exists() else {}
+    hist_file = lablib.stored(d / "latency_hist.json")
+    hist = json.loads(lablib.read_text(hist_file)) if hist_file.exists() else {}
     return means(rows), hist.get("settings", {})
 
 

@@ -206,15 +206,13 @@ run_wl() {
             # -P NCPU rings of LATCTX_PROCS (16), one repetition, no warm-up, a small
             # ENOUGH. Rings, not pairs: Tianchen Ding's seed-3 report ran rings of 96
             # (lmbench supports up to 20). In a ring of 2 the sleeper is woken again
-            # while still delayed, so under delayed dequeue most wake-ups (60259 of
-            # 77079 in the full run at d80e928) are requeues that never reach the
-            # placement path the seed is about; in a ring of 16 almost none are. Why it
-            # "stalled" in the former runner (tools/bench/baseline): not a hang but its cost. lat_ctx -P 8 keeps
-            # all 8 vCPUs busy, and the virtual clock runs them round-robin on one host
-            # thread: measured under EEVDF, '-P 8 -s 0 -N 3 2' with ENOUGH=5000 took 3.7
-            # guest s, lmbench's default repetitions 9.3 s, and a guest second cost 8-10 wall
-            # s on an idle host and ~25 on a loaded one (load 10 on 2 cores), so
-            # ENOUGH=50000 (30 guest s) or a 120 guest-s timeout meant 10-50 wall minutes.
+            # while still delayed, so under delayed dequeue most wake-ups are requeues
+            # that never reach the placement path the seed is about; in a ring of 16
+            # almost none are (the counts: tools/lab/checks-notes.md, seed 3). One short
+            # repetition, because lat_ctx -P NCPU keeps every vCPU busy and the virtual
+            # clock runs them in turn on one host thread: each guest second costs many
+            # wall seconds, which made lmbench's defaults look like a hang in the former
+            # runner, tools/bench/baseline (measured: docs/benchmarks/lab-notes.md).
             # Each run's guest time is recorded (wall_s) and bounded (BENCH_TIMEOUT).
             TASKS="lat_ctx"
             # lat_ctx prints one 'NPROCS USECS' line per size: the ring's, or with

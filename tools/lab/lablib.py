@@ -10,12 +10,18 @@ Interface with tools/lab/report.py (fixed):
                    (metric "value" = the workload's primary metric; param '' if none)
   checks.txt       CHECK PASS|FAIL <name> <detail>
   latency_hist.json  scx_wakelab's enqueue->run histogram per setting
+A run kept under docs/ holds the bulky ones gzip-compressed as NAME.gz (STORED_COMPRESSED);
+read_text and write_text take either form of any of them.
 """
 import csv
+import errno
+import gzip
+import io
 import json
 import os
 import re
 import sys
+import zlib
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -83,7 +89,8 @@ SETTINGS = {
     # seed 1 (Barry Song): mainline has no softirq-waker rule; the flag adds it. Both
     # with the idle balance, which pulls a wakee waiting behind a hog back to an idle
     # node as fair.c's periodic balance does: without it a pair pulled onto the hog
-    # node stays there, and the flag-off count is one move a run instead of EEVDF's tens
+    # node stays there, and flag off moves too little for the flag to bring anything
+    # down (the runs: checks-notes.md)
     "wakelab+ib": ("wakelab", "--preset mainline --idle-balance"),
     "wakelab+ib+seed1": ("wakelab", "--preset mainline --idle-balance --set sync_requires_task_waker=true"),
     # seed 2 (Rik van Riel): mainline skips the newly-idle pull when a wakeup is pending
@@ -116,13 +123,13 @@ def plan_for(profile, topo, settings=None, workloads=None):
     seed1 = [("seed1-qperf", "plain"), ("seed1-qperf", "rps+hogs")] if topo["nodes"] >= 2 else []
     mc = [("memcached", str(n))]
     # seed 2's counters also on hackbench: its many wakeups onto CPUs going idle make
-    # the pending-wakeup case frequent (memcached alone gives a handful per run)
+    # the pending-wakeup case frequent (memcached alone gives too few: checks-notes.md)
     seed2 = mc + [("hackbench-process-pipes", str(hackbench_groups(topo)[-1]))]
     # seed 4 needs wakeups whose prev CPU is busy, or the recent-used CPU is never
     # consulted (one pipe pair settles on one CPU: prev idle, taken first), and idle CPUs
-    # for it to hit: Mel's 57% -> 85% was one pair on an 80-CPU machine, and with NCPU
-    # pairs every recent CPU is busy (hit rates ~10-20% in both modes, the direction
-    # noise). NCPU/4 pairs keep half the CPUs idle.
+    # for it to hit: Mel measured one pair on a large machine, and with NCPU pairs every
+    # recent CPU is busy and the direction is noise (the runs: checks-notes.md). NCPU/4
+    # pairs keep half the CPUs idle.
     seed4 = [("perf-sched-pipe", str(max(1, n // 4)))]
 
     def seed_settings(seed4):
@@ -312,6 +319,68 @@ class Raw:
         return (self.meta.get(key) or [default])[0]
 
 
+# --------------------------------------------------------------------------- stored form
+
+# The files of OUTDIR that a run committed under docs/ keeps gzip-compressed (NAME.gz): a line
+# per measurement and rep, they would outweigh the prose that cites them many times over.
+# meta.json (the command and the machine), checks.txt and the reports stay plain to read.
+STORED_COMPRESSED = ("results.csv", "latency_hist.json", "report.csv")
+GZ = ".gz"
+
+
+def stored(path):
+    """The file that holds PATH's text: PATH, else PATH.gz when only that exists (a
+    missing file stays PATH, so that errors name the file a reader expects)."""
+    path = Path(path)
+    gz = path.with_name(path.name + GZ)
+    return gz if not path.exists() and gz.exists() else path
+
+
+def read_text(path, newline=None):
+    """The text of PATH or PATH.gz (newline as open() takes it); a damaged compressed file
+    is an OSError naming it."""
+    p = stored(path)
+    try:
+        with (gzip.open(p, "rt", newline=newline) if p.name.endswith(GZ) else open(p, newline=newline)) as f:
+            return f.read()
+    except (EOFError, zlib.error) as e:
+        raise OSError(errno.EINVAL, f"not a whole gzip file ({e})", str(p))
+
+
+def compressed(data):
+    """DATA (bytes) gzip-compressed without a file name or time stamp: the same data, the
+    same bytes."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=buf, mtime=0) as f:
+        f.write(data)
+    return buf.getvalue()
+
+
+def write_text(path, text):
+    """Write TEXT where readers will look for PATH: into PATH.gz when the directory keeps
+    that file compressed (PATH.gz and no PATH), else into PATH; so a run re-rendered where
+    it is committed stays in the form it was committed in."""
+    p = stored(path)
+    if p.name.endswith(GZ):
+        p.write_bytes(compressed(text.encode()))
+    else:
+        with open(p, "w", newline="") as f:
+            f.write(text)
+
+
+def compress_outdir(outdir):
+    """Replace each STORED_COMPRESSED file of OUTDIR by NAME.gz; returns the names done.
+    Files already compressed are left as they are."""
+    done = []
+    for name in STORED_COMPRESSED:
+        plain = Path(outdir) / name
+        if plain.is_file():
+            plain.with_name(name + GZ).write_bytes(compressed(plain.read_bytes()))
+            plain.unlink()
+            done.append(name)
+    return done
+
+
 # --------------------------------------------------------------------------- writers
 
 CSV_HEADER = ["setting", "workload", "param", "rep", "metric", "unit", "value"]
@@ -322,16 +391,17 @@ def fmt_value(v):
 
 
 def write_results_csv(path, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(CSV_HEADER)
-        for r in rows:
-            w.writerow([r["setting"], r["workload"], r["param"], r["rep"], r["metric"], r["unit"],
-                        fmt_value(r["value"])])
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_HEADER)
+    for r in rows:
+        w.writerow([r["setting"], r["workload"], r["param"], r["rep"], r["metric"], r["unit"],
+                    fmt_value(r["value"])])
+    write_text(path, buf.getvalue())
 
 
 def read_results_csv(path):
-    with open(path, newline="") as f:
+    with io.StringIO(read_text(path, newline=""), newline="") as f:
         rd = csv.DictReader(f)
         if rd.fieldnames != CSV_HEADER:
             raise ValueError(f"{path}: header {rd.fieldnames}, want {CSV_HEADER}")

@@ -2,6 +2,7 @@
 """report: render a benchmark-lab output directory as an mmtests-style comparison.
 
     python3 tools/lab/report.py OUTDIR [--baseline SETTING] [--readme README.md]
+    python3 tools/lab/report.py OUTDIR --compress | --archive
 
 reads what the lab runner wrote into OUTDIR
   meta.json          date, commit, command, kernel, clock, topology, host, settings, workloads;
@@ -9,11 +10,12 @@ reads what the lab runner wrote into OUTDIR
   results.csv        setting,workload,param,rep,metric,unit,value (one measurement a row)
   checks.txt         `CHECK PASS|FAIL name detail` lines (optional)
   latency_hist.json  the agent's decision-latency histogram per setting (optional)
-and writes
+each also as NAME.gz (a run committed under docs/: --compress), and writes
   OUTDIR/report.md   per workload (and sweep parameter) Amean and Stddev per setting, the
                      difference to the baseline column in % with mmtests' significance marker,
                      ratios to EEVDF, the seed checks, the latency histogram and the run's facts
   OUTDIR/report.csv  the same numbers, one row per workload, param, metric and setting
+                     (report.csv.gz where the run keeps it compressed)
   OUTDIR/plots/*.svg sweep line plots, per-workload migration bar charts, the latency CDF
 With --readme, the README's section between `<!-- lab:begin -->` and `<!-- lab:end -->` is
 regenerated from OUTDIR with a link to the full report (inserted at the end of its
@@ -33,6 +35,7 @@ stderr); 2 bad usage.
 import argparse
 import csv
 import html
+import io
 import json
 import math
 import os
@@ -45,6 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mmstats import gain_pct, log2_buckets, mean_sd, percentile_le, significant  # noqa: E402
+import lablib  # noqa: E402
 import runlib  # noqa: E402
 
 PROG = "report"
@@ -73,8 +77,9 @@ class Fail(Exception):
 # --------------------------------------------------------------------------- input
 
 def read_text(path, required=True, what="not a lab output directory?"):
+    """PATH's text, or that of PATH.gz (a run committed under docs/, lablib.stored)."""
     try:
-        return path.read_text()
+        return lablib.read_text(path)
     except FileNotFoundError:
         if required:
             raise Fail(f"{path}: no such file ({what})")
@@ -135,10 +140,10 @@ class Lab:
         self.values = {}   # (workload, param, metric) -> {setting: {rep: value}}
         self.units = {}    # (workload, param, metric) -> unit
         self.empty = 0     # rows with an empty value (a measurement that produced none)
-        self.load_results(outdir / "results.csv")
+        self.load_results(lablib.stored(outdir / "results.csv"))
         self.checks = self.load_checks(outdir / "checks.txt")
         self.hist_what = ""
-        self.hist = self.load_hist(outdir / "latency_hist.json")
+        self.hist = self.load_hist(lablib.stored(outdir / "latency_hist.json"))
 
     def load_results(self, path):
         lines = read_text(path).splitlines()
@@ -710,23 +715,25 @@ def write_plots(lab, rows, plots_dir):
 
 
 def write_csv(path, rows, baseline, eevdf):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(["workload", "param", "metric", "unit", "better", "setting", "n", "amean", "stddev",
-                    "baseline", "delta_pct", "ratio_to_baseline", "significant",
-                    "ratio_to_eevdf", "significant_vs_eevdf", "values"])
-        for r in rows:
-            baseline = r["base"]
-            for s, c in r["cells"].items():
-                g = lambda v, spec: "" if v is None else format(v, spec)
-                w.writerow([r["workload"], r["param"], r["metric"], r["unit"], r["better"] or "", s, c.n,
-                            g(c.mean, ".6g"), g(c.sd, ".6g"), baseline, g(c.gain, ".2f"), g(c.ratio, ".4f"),
-                            "" if s == baseline or c.n < 2 or r["cells"][baseline].n < 2
-                            else ("yes" if c.sig else "no"),
-                            g(c.ratio_eevdf, ".4f") if eevdf else "",
-                            "" if not eevdf or s == eevdf or c.n < 2 or r["cells"][eevdf].n < 2
-                            else ("yes" if c.sig_eevdf else "no"),
-                            ";".join(f"{v:g}" for v in c.values)])
+    """report.csv, or report.csv.gz where the run keeps it compressed (lablib.write_text)."""
+    f = io.StringIO()
+    w = csv.writer(f, lineterminator="\n")
+    w.writerow(["workload", "param", "metric", "unit", "better", "setting", "n", "amean", "stddev",
+                "baseline", "delta_pct", "ratio_to_baseline", "significant",
+                "ratio_to_eevdf", "significant_vs_eevdf", "values"])
+    for r in rows:
+        baseline = r["base"]
+        for s, c in r["cells"].items():
+            g = lambda v, spec: "" if v is None else format(v, spec)
+            w.writerow([r["workload"], r["param"], r["metric"], r["unit"], r["better"] or "", s, c.n,
+                        g(c.mean, ".6g"), g(c.sd, ".6g"), baseline, g(c.gain, ".2f"), g(c.ratio, ".4f"),
+                        "" if s == baseline or c.n < 2 or r["cells"][baseline].n < 2
+                        else ("yes" if c.sig else "no"),
+                        g(c.ratio_eevdf, ".4f") if eevdf else "",
+                        "" if not eevdf or s == eevdf or c.n < 2 or r["cells"][eevdf].n < 2
+                        else ("yes" if c.sig_eevdf else "no"),
+                        ";".join(f"{v:g}" for v in c.values)])
+    lablib.write_text(path, f.getvalue())
 
 
 def mm_block(wrows, columns):
@@ -1072,6 +1079,10 @@ def main(argv):
                     help="the column differences are taken against (default: eevdf if present, else the first)")
     ap.add_argument("--readme", metavar="README.md",
                     help=f"regenerate the section between {BEGIN} and {END} of this file")
+    ap.add_argument("--compress", action="store_true",
+                    help="before committing a run under docs/: gzip its bulky files (" +
+                         ", ".join(lablib.STORED_COMPRESSED) + ") in place, without names or time "
+                         "stamps; every reader takes NAME.gz for NAME, and rendering again keeps them so")
     ap.add_argument("--archive", action="store_true",
                     help="reduce an older run to its summary once a newer full run is committed: "
                          "write summary.md (" + ", ".join(s.lower() for s in SUMMARY_SECTIONS) +
@@ -1084,6 +1095,14 @@ def main(argv):
     if a.archive:
         print(f"{PROG}: {archive(outdir)}", file=sys.stderr)
         return 0
+    if a.compress:
+        try:
+            done = lablib.compress_outdir(outdir)
+        except OSError as e:
+            raise Fail(f"compressing in {outdir}: {e.strerror or e}")
+        print(f"{PROG}: {outdir}: " + (f"compressed {', '.join(done)}" if done else "nothing left to compress"),
+              file=sys.stderr)
+        return 0
     lab = Lab(outdir)
     baseline = pick_baseline(lab, a.baseline)
     eevdf = eevdf_of(lab)
@@ -1094,7 +1113,7 @@ def main(argv):
         write_md(outdir / "report.md", lab, rows, baseline, eevdf, plots)
     except OSError as e:
         raise Fail(f"writing into {outdir}: {e.strerror}: {e.filename}")
-    msg = f"wrote {outdir / 'report.md'}, report.csv and {len(plots)} plot(s)"
+    msg = f"wrote {outdir / 'report.md'}, {lablib.stored(outdir / 'report.csv').name} and {len(plots)} plot(s)"
     if a.readme:
         changed = update_readme(a.readme, readme_section(lab, rows, eevdf, a.readme, outdir.resolve()))
         msg += f"; {a.readme} {'updated' if changed else 'unchanged'}"

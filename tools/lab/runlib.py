@@ -1,13 +1,15 @@
 """runlib: the host-side helpers the tools' Python scripts share, so each exists once.
 
-  Parser, positive, csv_list   argparse with one-line usage errors (exit 2) and the
-                               argument types of the lab's options
+  Parser, positive, at_least,  argparse with one-line usage errors (exit 2) and the
+  csv_list                     argument types of the tools' options
   cache_dir                    the harness cache (${WAKELAB_CACHE:-~/.cache/scx_wakelab})
   git_facts, host_facts        what a result records about the code and the machine
   build_binary, build_peer     scx_wakelab (working tree or a commit) and peer schedulers
   build_c                      a C helper for the guest, compiled here and cached
 
-Users: tools/lab/run, tools/lab/report.py, tools/vm-tests. Standard library only.
+Users: tools/lab/run, tools/lab/report.py, tools/vm-tests, tools/vm/wakelab-vm (argument
+types).
+Standard library only.
 Errors are Fail (one line, for the caller to print under its own name); progress lines go
 to stderr prefixed with TOOL, which the caller sets.
 """
@@ -50,15 +52,21 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.short_name}: {message} (see --help)\n")
 
 
-def positive(v):
-    """An integer >= 1."""
-    try:
-        n = int(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {v!r}")
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {v}")
-    return n
+def at_least(least, convert=int, what="an integer"):
+    """A type: CONVERT(v) >= LEAST, else a one-line error saying which of the two failed
+    (WHAT names what CONVERT takes)."""
+    def parse(v):
+        try:
+            n = convert(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {v!r}")
+        if n < least:
+            raise argparse.ArgumentTypeError(f"must be >= {least}: {v!r}")
+        return n
+    return parse
+
+
+positive = at_least(1)   # an integer >= 1
 
 
 def csv_list(allowed, key=lambda item: item):

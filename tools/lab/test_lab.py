@@ -125,6 +125,65 @@ class Parser(unittest.TestCase):
                            "unit": "us", "value": 45.66}, back)
 
 
+class StoredForm(unittest.TestCase):
+    """A run committed under docs/ keeps results.csv and latency_hist.json as NAME.gz
+    (tools/lab/report.py --compress): the readers take it in place of NAME."""
+
+    ROWS = [row("eevdf", "lat-ctx", "", 1, "value", 20.0, "us"), row("wakelab", "lat-ctx", "", 1, "value", 45.66, "us"),
+            row("eevdf", "lat-ctx", "", 2, "value", 21.0, "us"), row("wakelab", "lat-ctx", "", 2, "value", 44.0, "us")]
+    HIST = {"settings": {"wakelab / hop apply_run": {"counts": [0, 0, 3]}}}
+
+    def outdir(self, d):
+        d = Path(d)
+        lablib.write_results_csv(d / "results.csv", self.ROWS)
+        (d / "latency_hist.json").write_text(json.dumps(self.HIST))
+        return d
+
+    def test_compressed_files_read_as_the_plain_ones(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = self.outdir(d)
+            plain_text, plain_rows, plain_cmp = (d / "results.csv").read_text(), \
+                lablib.read_results_csv(d / "results.csv"), compare.load(d)
+            self.assertEqual(lablib.compress_outdir(d), ["results.csv", "latency_hist.json"])
+            self.assertEqual(sorted(p.name for p in d.iterdir()), ["latency_hist.json.gz", "results.csv.gz"])
+            self.assertEqual(lablib.stored(d / "results.csv"), d / "results.csv.gz")
+            self.assertEqual(lablib.read_text(d / "results.csv"), plain_text)
+            self.assertEqual(lablib.read_results_csv(d / "results.csv"), plain_rows)
+            self.assertEqual(compare.load(d), plain_cmp)
+            self.assertEqual(compare.load(d)[1], self.HIST["settings"])
+            # nothing left to compress the second time; a missing file is named as the plain one
+            self.assertEqual(lablib.compress_outdir(d), [])
+            self.assertEqual(lablib.stored(d / "checks.txt"), d / "checks.txt")
+
+    def test_compressed_bytes_carry_no_name_or_time(self):
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            lablib.compress_outdir(self.outdir(a))
+            lablib.compress_outdir(self.outdir(b))
+            one, two = (Path(x) / "results.csv.gz" for x in (a, b))
+            self.assertEqual(one.read_bytes(), two.read_bytes())
+            self.assertEqual(one.read_bytes()[4:8], b"\0\0\0\0")   # MTIME 0
+            self.assertFalse(one.read_bytes()[3] & 0x08)              # no FNAME
+
+    def test_a_writer_keeps_the_directory_compressed(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = self.outdir(d)
+            lablib.compress_outdir(d)
+            lablib.write_results_csv(d / "results.csv", self.ROWS[:2])
+            self.assertFalse((d / "results.csv").exists())
+            self.assertEqual(len(lablib.read_results_csv(d / "results.csv")), 2)
+            lablib.write_text(d / "new.txt", "plain\n")   # a file never compressed stays plain
+            self.assertEqual((d / "new.txt").read_text(), "plain\n")
+
+    def test_a_damaged_compressed_file_is_an_oserror(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = self.outdir(d)
+            lablib.compress_outdir(d)
+            gz = d / "results.csv.gz"
+            gz.write_bytes(gz.read_bytes()[:20])
+            with self.assertRaisesRegex(OSError, "results.csv.gz"):
+                lablib.read_text(d / "results.csv")
+
+
 class Compare(unittest.TestCase):
     def test_ratios_counts_and_hops(self):
         def run(value, ctxt, cpu, hop):
@@ -457,7 +516,8 @@ class SeedChecks(unittest.TestCase):
 
 
 class RunLib(unittest.TestCase):
-    """The helpers tools/lab/run, report.py and tools/vm-tests share (runlib.py)."""
+    """The helpers tools/lab/run, report.py, tools/vm-tests and tools/vm/wakelab-vm share
+    (runlib.py)."""
 
     def test_usage_error_is_one_line_exit_2(self):
         ap = runlib.Parser(prog="tools/x", name="x")
@@ -466,7 +526,7 @@ class RunLib(unittest.TestCase):
         with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as e:
             ap.parse_args(["--n", "0"])
         self.assertEqual(e.exception.code, 2)
-        self.assertEqual(err.getvalue(), "x: argument --n: must be >= 1: 0 (see --help)\n")
+        self.assertEqual(err.getvalue(), "x: argument --n: must be >= 1: '0' (see --help)\n")
 
     def test_positive_and_csv_list(self):
         self.assertEqual(runlib.positive("3"), 3)

@@ -7,6 +7,7 @@ The renderer runs as a subprocess, as a user would run it, so exit status and st
 what is tested. Standard library only.
 """
 import csv
+import gzip
 import json
 import re
 import shutil
@@ -468,6 +469,54 @@ class Archive(Base):
         d = self.tmp / "empty"
         d.mkdir()
         self.assert_one_line_error([d, "--archive"], "no report.md")
+
+
+class Compressed(Base):
+    """A run committed under docs/ keeps results.csv, latency_hist.json and report.csv as
+    NAME.gz (--compress); rendering it gives the same report and keeps that form."""
+
+    def outdir(self, name):
+        return make_outdir(self.tmp / name, [
+            ("eevdf", "tbench", "", "value", "MB/s", [100.0, 101.0, 99.0]),
+            ("wakelab", "tbench", "", "value", "MB/s", [150.0, 151.0, 149.0]),
+            ("eevdf", "hackbench-pipe", "8", "migrations", "count", [10, 12])],
+            checks=["CHECK PASS seed1 ok"], hist={"wakelab": [{"le_ns": 1000, "count": 5}]})
+
+    def files(self, d):
+        return sorted(str(p.relative_to(d)) for p in Path(d).rglob("*") if p.is_file())
+
+    def test_a_compressed_run_renders_as_the_plain_one_and_stays_compressed(self):
+        plain, packed = self.outdir("plain"), self.outdir("packed")
+        self.render(plain)
+        self.render(packed)
+        rc, _, err = run(packed, "--compress")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("compressed results.csv, latency_hist.json, report.csv", err)
+        self.assertEqual(self.files(packed), [f + ".gz" if f in ("latency_hist.json", "report.csv", "results.csv")
+                                              else f for f in self.files(plain)])
+        packed_csv = (packed / "report.csv.gz").read_bytes()
+        md, _ = self.render(plain)
+        rc, _, err = run(packed)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual((packed / "report.md").read_text(), md)
+        self.assertFalse((packed / "report.csv").exists())     # written again in the form it was kept in
+        self.assertEqual((packed / "report.csv.gz").read_bytes(), packed_csv)
+        self.assertEqual(gzip.decompress(packed_csv), (plain / "report.csv").read_bytes())
+        for f in ("plots/latency.svg", "checks.txt", "meta.json"):
+            self.assertEqual((packed / f).read_bytes(), (plain / f).read_bytes(), f)
+        rc, _, err = run(packed, "--compress")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("nothing left to compress", err)
+
+    def test_errors_in_a_compressed_file_name_it(self):
+        d = self.outdir("bad")
+        with open(d / "results.csv", "a") as f:
+            f.write("scx_nope,tbench,,1,value,MB/s,3\n")
+        rc, _, err = run(d, "--compress")
+        self.assertEqual(rc, 0, err)
+        self.assert_one_line_error([d], "results.csv.gz line 10", "unknown setting 'scx_nope'")
+        (d / "results.csv.gz").write_bytes((d / "results.csv.gz").read_bytes()[:20])
+        self.assert_one_line_error([d], "results.csv.gz", "not a whole gzip file")
 
 
 class Readme(Base):
