@@ -65,13 +65,46 @@ pub const MAX_LINE: usize = 1000;
 /// Longest word of an error line we print whole.
 const MAX_WORD: usize = 80;
 
-/// `line` made short enough to read: each word (a run without spaces) longer
-/// than MAX_WORD keeps its start and end around a count of what was left out
-/// (so "unknown flag 'xxx...'" still says "unknown flag"); a line still longer
+/// `line` made short enough to read, and one line: control characters (a
+/// newline in an echoed path, an escape sequence in a peer's message) are
+/// escaped as [`escape`] does; each word (a run without spaces) longer than
+/// MAX_WORD keeps its start and end around a count of what was left out (so
+/// "unknown flag 'xxx...'" still says "unknown flag"); a line still longer
 /// than MAX_LINE keeps its start and end the same way.
 pub fn clip(line: &str) -> String {
+    let line = escape(line);
     let words: Vec<String> = line.split(' ').map(|w| shorten(w, MAX_WORD)).collect();
     shorten(&words.join(" "), MAX_LINE)
+}
+
+/// `text` with every control character written as an escape (`\n`, `\t`,
+/// `\u{1b}`), so that whatever a user or a peer supplied cannot split an
+/// error or log line, nor move a terminal's cursor.
+pub fn escape(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// User- or peer-supplied text (a key, a value, a name, a message) as an
+/// error line shows it: in single quotes, control characters escaped.
+pub fn quote(text: &str) -> String {
+    format!("'{}'", escape(text))
+}
+
+/// A path as an error line shows it: escaped as [`escape`] does, bytes that
+/// are not UTF-8 shown as U+FFFD.
+pub fn quote_path(path: &std::path::Path) -> String {
+    escape(&path.to_string_lossy())
 }
 
 /// `s` if it has at most `max` characters, else its first two thirds and last
@@ -226,6 +259,18 @@ mod tests {
         );
     }
     use anyhow::Context;
+
+    #[test]
+    fn control_characters_never_split_a_line() {
+        assert_eq!(escape("plain text"), "plain text");
+        assert_eq!(escape("a\nb\tc\u{1b}[2J"), "a\\nb\\tc\\u{1b}[2J");
+        assert_eq!(quote("x\ry"), "'x\\ry'");
+        let p = std::path::Path::new("/tmp/evil\nname");
+        assert_eq!(quote_path(p), "/tmp/evil\\nname");
+        let line = clip("error: bad key 'k\nERROR: forged'\r");
+        assert!(!line.contains('\n') && !line.contains('\r'), "{line}");
+        assert!(line.contains("k\\nERROR: forged"), "{line}");
+    }
 
     #[test]
     fn markers_decide_and_survive_context() {

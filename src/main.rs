@@ -7,6 +7,7 @@ mod offline;
 mod supervise;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use log::info;
@@ -40,20 +41,16 @@ struct Opts {
     #[arg(long, default_value_t = 0)]
     exit_dump_len: u32,
 
-    /// Print statistics every SECS seconds (read from the statistics socket,
-    /// as `scx_wakelab stats --monitor SECS` reads them).
+    /// Print statistics every SECS seconds (read from --socket, as
+    /// `scx_wakelab stats --monitor SECS` reads them).
     #[arg(long, value_name = "SECS", value_parser = parse_interval)]
     stats: Option<f64>,
 
-    /// Control socket for `scx_wakelab set`.
-    #[arg(long, value_name = "PATH", default_value = live::control::DEFAULT_SOCKET)]
+    /// The scheduler's socket: scx_stats for `scx_wakelab stats`, --stats
+    /// and any scx_stats client, and `scx_wakelab set` (mode 0600, 0660
+    /// with --socket-group; missing directories are created).
+    #[arg(long, visible_alias = "stats-socket", value_name = "PATH", default_value = live::socket::DEFAULT_SOCKET)]
     socket: std::path::PathBuf,
-
-    /// Statistics socket: the scx_stats server that `scx_wakelab stats`,
-    /// `--stats` and scx_stats clients read (mode 0600, 0660 with
-    /// --socket-group).
-    #[arg(long, value_name = "PATH", default_value = live::stats_socket::DEFAULT_STATS_SOCKET)]
-    stats_socket: std::path::PathBuf,
 
     /// Record every placement decision (inputs, rule chain, CPU) as JSON
     /// lines in FILE, for `scx_wakelab explain --trace FILE` to replay.
@@ -65,8 +62,8 @@ struct Opts {
     #[arg(long, requires = "trace")]
     trace_overwrite: bool,
 
-    /// Let members of GROUP (a name or a number) use the control socket,
-    /// besides root and the scheduler's own user.
+    /// Let members of GROUP (a name or a number) use --socket, besides root
+    /// and the scheduler's own user.
     #[arg(long, value_name = "GROUP")]
     socket_group: Option<String>,
 
@@ -200,13 +197,16 @@ enum Command {
     Set {
         #[arg(required = true, value_name = "KEY=VALUE")]
         changes: Vec<String>,
-        /// Control socket of the running instance.
-        #[arg(long, value_name = "PATH")]
-        socket: Option<std::path::PathBuf>,
+        /// Socket of the running instance (its --socket).
+        #[arg(long, visible_alias = "stats-socket", value_name = "PATH", default_value = live::socket::DEFAULT_SOCKET)]
+        socket: std::path::PathBuf,
+        /// Give up on a request not answered within SECS seconds.
+        #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_interval)]
+        timeout: f64,
     },
     /// Print the counters of the running scheduler (once, or every SECS
-    /// seconds with --monitor), read through scx_stats from its statistics
-    /// socket; --describe says what each counter counts.
+    /// seconds with --monitor), read through scx_stats from its socket;
+    /// --describe says what each counter counts.
     Stats {
         /// JSON instead of the stats block.
         #[arg(long)]
@@ -215,11 +215,15 @@ enum Command {
         #[arg(long, value_name = "SECS", value_parser = parse_interval)]
         monitor: Option<f64>,
         /// Describe every counter (no running scheduler needed).
-        #[arg(long, conflicts_with_all = ["json", "monitor", "stats_socket"])]
+        #[arg(long, conflicts_with_all = ["json", "monitor", "socket", "timeout"])]
         describe: bool,
-        /// Statistics socket of the running instance (its --stats-socket).
-        #[arg(long, value_name = "PATH", default_value = live::stats_socket::DEFAULT_STATS_SOCKET)]
-        stats_socket: std::path::PathBuf,
+        /// Socket of the running instance (its --socket).
+        #[arg(long, visible_alias = "stats-socket", value_name = "PATH", default_value = live::socket::DEFAULT_SOCKET)]
+        socket: std::path::PathBuf,
+        /// Give up on a request not answered within SECS seconds (each
+        /// interval's, with --monitor).
+        #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_interval)]
+        timeout: f64,
     },
     // No doc comments here: they would replace the long help of ExplainArgs and SimArgs
     // (the scenario format, the workloads' --param keys, the input limits) with one line.
@@ -238,7 +242,7 @@ fn parse_agent_cpu(s: &str) -> Result<live::agent::AgentCpu, String> {
             .ok()
             .filter(|&c| c < scx_wakelab::policy::MAX_CPUS)
             .map(AgentCpu::Cpu)
-            .ok_or_else(|| format!("'{s}' is not a CPU number, 'auto' or 'any'")),
+            .ok_or_else(|| format!("{} is not a CPU number, 'auto' or 'any'", exit::quote(s))),
     }
 }
 
@@ -246,7 +250,7 @@ fn parse_half_apply(s: &str) -> Result<i32, String> {
     match s {
         "stop" => Ok(libc::SIGSTOP),
         "kill" => Ok(libc::SIGKILL),
-        _ => Err(format!("'{s}' is not 'stop' or 'kill'")),
+        _ => Err(format!("{} is not 'stop' or 'kill'", exit::quote(s))),
     }
 }
 
@@ -256,14 +260,17 @@ fn parse_apply_path(s: &str) -> Result<live::agent::ApplyPath, String> {
         "auto" => Ok(ApplyPath::Auto),
         "syscall" => Ok(ApplyPath::Syscall),
         "ring" => Ok(ApplyPath::Ring),
-        _ => Err(format!("'{s}' is not 'auto', 'syscall' or 'ring'")),
+        _ => Err(format!(
+            "{} is not 'auto', 'syscall' or 'ring'",
+            exit::quote(s)
+        )),
     }
 }
 
 fn parse_interval(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .parse()
-        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+        .map_err(|_| format!("{} is not a number of seconds", exit::quote(s)))?;
     if !(0.1..=3600.0).contains(&v) {
         return Err(format!("{v} is outside 0.1..=3600 seconds"));
     }
@@ -326,13 +333,17 @@ fn main() -> ExitCode {
     init_logging(opts.verbose);
     if let Some(cmd) = opts.command {
         return match cmd {
-            Command::Set { changes, socket } => match check_set_changes(&changes) {
+            Command::Set {
+                changes,
+                socket,
+                timeout,
+            } => match check_set_changes(&changes) {
                 Err(e) => {
                     exit::print_error(&e);
                     ExitCode::from(exit::BAD_INPUT)
                 }
                 Ok(()) => exit::exit_with(
-                    live::client_set(&changes, &live::control::socket_path(&socket)),
+                    live::client_set(&changes, &socket, Duration::from_secs_f64(timeout)),
                     exit::RUNTIME,
                 ),
             },
@@ -342,10 +353,11 @@ fn main() -> ExitCode {
             Command::Stats {
                 json,
                 monitor,
-                stats_socket,
+                socket,
+                timeout,
                 ..
             } => exit::exit_with(
-                live::client_stats(json, monitor, &stats_socket),
+                live::client_stats(json, monitor, &socket, Duration::from_secs_f64(timeout)),
                 exit::RUNTIME,
             ),
             // Their only inputs are the command line and the files it names. They run in
@@ -402,7 +414,7 @@ fn main() -> ExitCode {
         socket_group: opts.socket_group.clone(),
         trace_overwrite: opts.trace_overwrite,
     };
-    if let Err(e) = live::check_files(&opts.socket, &opts.stats_socket, trace.as_deref(), &files) {
+    if let Err(e) = live::check_files(&opts.socket, trace.as_deref(), &files) {
         return exit::exit_with(Err(e), exit::RUNTIME);
     }
     if opts.supervise && !supervised_child {
@@ -453,7 +465,6 @@ fn main() -> ExitCode {
             policy,
             opts.stats,
             &opts.socket,
-            &opts.stats_socket,
             trace.as_deref(),
             &files,
         ),

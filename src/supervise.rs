@@ -5,7 +5,7 @@
 //!
 //! A child is restarted when it is killed (SIGKILL, OOM), exits with an
 //! error (the kernel ejected it, a load failed) or hangs (it stops answering
-//! `stats` on its control socket, or its counters stop moving). It is not
+//! `stats` on its socket, or its counters stop moving). It is not
 //! restarted when it exits 0 (stopped on request, or the kernel unregistered
 //! it, e.g. SysRq-S: someone wanted it gone) or 2 (bad arguments, which no
 //! retry fixes). Restarts back off exponentially, and the supervisor gives up
@@ -127,7 +127,7 @@ pub fn is_child() -> bool {
 }
 
 /// Runs the current executable with our own arguments as a supervised child
-/// until it stops for good; `socket` is the control socket the child serves
+/// until it stops for good; `socket` is the socket the child serves
 /// (its --socket), asked for the liveness check. Returns the exit code to use.
 pub fn run(limits: Limits, socket: &Path) -> Result<u8> {
     let exe = std::env::current_exe().context("finding our own executable")?;
@@ -429,10 +429,10 @@ fn watch(child: &mut Child, stop: &AtomicBool, socket: &Path, live: &Liveness) -
     }
 }
 
-/// The liveness check of one child: `stats` on its control socket every
-/// `every`, each on a thread of its own so that a child that accepts and
-/// never answers delays neither the next check nor a stop request. The
-/// control socket is served by a thread of its own in the child, which
+/// The liveness check of one child: its counters (`stats`, target `top`) on
+/// its socket every `every`, each on a thread of its own so that a child
+/// that accepts and never answers delays neither the next check nor a stop
+/// request. The socket is served by a thread of its own in the child, which
 /// answers even when the scheduling thread is stuck; the counters in the
 /// answer are published by the scheduling thread at least every heartbeat
 /// (100 ms), so an answer identical to the previous one is a miss too.
@@ -440,8 +440,8 @@ struct Probe<'a> {
     socket: &'a Path,
     live: &'a Liveness,
     next: Instant,
-    in_flight: Option<(Instant, mpsc::Receiver<Result<String>>)>,
-    last_answer: Option<String>,
+    in_flight: Option<(Instant, mpsc::Receiver<Result<serde_json::Value>>)>,
+    last_answer: Option<serde_json::Value>,
     misses: u32,
 }
 
@@ -499,10 +499,13 @@ impl<'a> Probe<'a> {
             self.next = now + self.live.every;
             let (tx, rx) = mpsc::channel();
             let path = self.socket.to_path_buf();
+            let timeout = self.live.timeout;
             let spawned = std::thread::Builder::new()
                 .name("liveness".into())
                 .spawn(move || {
-                    let _ = tx.send(crate::live::control::request(&path, "stats"));
+                    let counters = crate::live::socket::Client::connect(&path, timeout)
+                        .and_then(|mut c| c.stats("top"));
+                    let _ = tx.send(counters);
                 });
             // No thread, no check: not the child's fault.
             if spawned.is_ok() {
@@ -512,13 +515,9 @@ impl<'a> Probe<'a> {
         None
     }
 
-    fn judge(&mut self, r: Result<String>) -> Result<(), String> {
+    fn judge(&mut self, r: Result<serde_json::Value>) -> Result<(), String> {
         let answer = r.map_err(|e| format!("{e:#}"))?;
-        if !answer.starts_with('{') {
-            let head: String = answer.chars().take(120).collect();
-            return Err(format!("answered '{head}' instead of its counters"));
-        }
-        if self.last_answer.as_deref() == Some(answer.as_str()) {
+        if self.last_answer.as_ref() == Some(&answer) {
             return Err("its counters did not change: the scheduling thread is stuck".to_string());
         }
         self.last_answer = Some(answer);
@@ -707,7 +706,7 @@ mod tests {
         std::env::temp_dir().join(format!("wakelab-sup-{}-{tag}.sock", std::process::id()))
     }
 
-    /// A child that runs but serves no socket (a hung scheduler whose control
+    /// A child that runs but serves no socket (a hung scheduler whose socket
     /// thread is gone) is stopped and counted as a failure, and the budget
     /// then gives up.
     #[test]
@@ -746,8 +745,8 @@ mod tests {
         }
     }
 
-    /// A fake control socket answering `stats` with `answer(n)` for the n-th
-    /// request, until the test ends.
+    /// A fake scheduler's socket answering `stats` with `answer(n)` (the
+    /// counters) for the n-th request, until the test ends.
     fn serve(socket: &Path, answer: fn(u32) -> String) {
         use std::io::{BufRead, BufReader, Write};
         let _ = std::fs::remove_file(socket);
@@ -757,10 +756,10 @@ mod tests {
                 let Ok(mut s) = s else { continue };
                 let mut line = String::new();
                 let _ = BufReader::new(&s).read_line(&mut line);
-                let reply = if line.trim() == "stats" {
-                    answer(n as u32)
+                let reply = if line.contains("\"req\":\"stats\"") {
+                    format!("{{\"errno\":0,\"args\":{{\"resp\":{}}}}}", answer(n as u32))
                 } else {
-                    format!("error unknown request '{}'", line.trim())
+                    "{\"errno\":22,\"args\":{\"resp\":\"unknown request\"}}".to_string()
                 };
                 let _ = writeln!(s, "{reply}");
             }
@@ -772,9 +771,7 @@ mod tests {
     #[test]
     fn a_child_whose_counters_move_is_left_alone() {
         let socket = temp_socket("alive");
-        serve(&socket, |n| {
-            format!("{{\"metrics\":{{\"nr_decisions\":{n}}}}}")
-        });
+        serve(&socket, |n| format!("{{\"nr_decisions\":{n}}}"));
         let mut starts = 0;
         let mut spawn = || {
             starts += 1;
@@ -787,14 +784,12 @@ mod tests {
         let _ = std::fs::remove_file(&socket);
     }
 
-    /// The control thread answers but the counters are frozen: the
+    /// The socket thread answers but the counters are frozen: the
     /// scheduling thread is stuck, which is a hang too.
     #[test]
     fn frozen_counters_are_a_hang() {
         let socket = temp_socket("frozen");
-        serve(&socket, |_| {
-            "{\"metrics\":{\"nr_decisions\":7}}".to_string()
-        });
+        serve(&socket, |_| "{\"nr_decisions\":7}".to_string());
         let mut spawn = || Ok(Command::new("sleep").arg("30").spawn()?);
         let err = supervise_quickly(&mut spawn, 1, &socket).expect_err("gives up");
         let msg = format!("{err:#}");

@@ -54,7 +54,7 @@ fn a_trusted_sibling_gets_the_command_and_its_arguments() {
     // Not the scheduler's own commands.
     let out = run(
         &d.join("scx_wakelab"),
-        &["stats", "--stats-socket", "/nonexistent.sock"],
+        &["stats", "--socket", "/nonexistent.sock"],
     );
     assert!(!String::from_utf8_lossy(&out.stdout).contains("handed over"));
 }

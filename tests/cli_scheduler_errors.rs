@@ -74,13 +74,17 @@ fn bad_socket_and_trace_paths_are_one_line_errors() {
     // Paths that only creating them would refuse, after loading: refused first.
     let slash = format!("{}/", dir.join("new-dir").display());
     assert_one_line_error(&["--socket", sock, "--trace", &slash], 2, "ends in '/'");
-    let missing = dir.join("missing/s.sock");
-    let missing = missing.to_str().unwrap();
+    // Beneath a regular file, no directory for the socket can be made.
+    let under_file = dir.join("not-a-socket/s.sock");
     assert_one_line_error(
-        &["--socket", missing],
+        &["--socket", under_file.to_str().unwrap()],
         2,
-        "cannot create the control socket",
+        "cannot create the socket",
     );
+    // A newline in the path is echoed escaped, on one line.
+    let newline = dir.join("a\nb");
+    std::fs::write(&newline, "").unwrap();
+    assert_one_line_error(&["--socket", newline.to_str().unwrap()], 2, "a\\nb");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -101,7 +105,7 @@ fn set_and_stats_without_a_running_instance_say_so() {
         "no running scx_wakelab",
     );
     assert_one_line_error(
-        &["stats", "--stats-socket", sock],
+        &["stats", "--socket", sock],
         1,
         "no running scx_wakelab",
     );

@@ -46,7 +46,7 @@ fn stats_json_text_and_monitor_through_scx_stats() {
     let srv = server(&path, decisions);
     let p = path.to_str().unwrap();
 
-    let out = stats(&["--json", "--stats-socket", p]).output().unwrap();
+    let out = stats(&["--json", "--socket", p]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -54,7 +54,7 @@ fn stats_json_text_and_monitor_through_scx_stats() {
          \"nr_decisions\":100,\"nr_queued_to_agent\":4,\"policy\":{\"nr_wakeups\":3,\"nr_wakeups_affine\":2}}}\n"
     );
 
-    let out = stats(&["--stats-socket", p]).output().unwrap();
+    let out = stats(&["--socket", p]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
     assert!(text.starts_with("decisions     110"), "{text}");
@@ -62,7 +62,7 @@ fn stats_json_text_and_monitor_through_scx_stats() {
     assert!(text.contains("bpf: queued 4"), "{text}");
 
     // --monitor: each interval's difference (the server adds 10 per request).
-    let mut child = stats(&["--json", "--monitor", "0.2", "--stats-socket", p])
+    let mut child = stats(&["--json", "--monitor", "0.2", "--socket", p])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

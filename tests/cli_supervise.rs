@@ -115,7 +115,7 @@ fn supervisor_options_are_checked_before_any_start() {
             "not a socket",
         ),
         (
-            &["--supervise", "--socket", "/nonexistent-wakelab-dir/s.sock"][..],
+            &["--supervise", "--socket", "/etc/passwd/s.sock"][..],
             "cannot create",
         ),
         // Supervisor options mean nothing without --supervise.

@@ -28,10 +28,10 @@ use scx_utils::{
 };
 
 use super::bpf_skel::*;
-use super::control::ControlQueue;
 use super::libbpf_log;
 use super::placement::{Outcome, Placer};
 use super::protocol::{self, APPLY_MAX, Decision, DecisionRing, Message, RING_ENTRIES, WakeupRing};
+use super::socket::ControlQueue;
 use super::stats::{HOP_ENQUEUE_READ, HOP_READ_COMMIT, LiveMetrics, PolicyCounters};
 
 /// Where the scheduling thread runs (`--agent-cpu`).

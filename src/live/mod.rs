@@ -4,7 +4,6 @@
 pub mod agent;
 pub mod bpf_intf;
 pub mod bpf_skel;
-pub mod control;
 pub mod env_checks;
 pub mod libbpf_log;
 pub mod oracle;
@@ -12,8 +11,8 @@ pub mod placement;
 #[cfg(test)]
 mod placement_cost;
 pub mod protocol;
+pub mod socket;
 pub mod stats;
-pub mod stats_socket;
 
 use std::mem::MaybeUninit;
 use std::path::Path;
@@ -25,17 +24,17 @@ use anyhow::{Context, Result};
 use log::info;
 
 use agent::{Agent, AgentConfig, ApplyPath};
-use control::{ControlQueue, Shared};
 use placement::{Placer, topology_from_scx};
+use scx_wakelab::local_access::Access;
 use scx_wakelab::policy::Config;
+use socket::{Client, ControlQueue, Shared};
 use stats::LiveMetrics;
-use stats_socket::StatsConn;
 
-/// Who besides root and our own uid may use the control socket, and whether
+/// Who besides root and our own uid may use the socket, and whether
 /// `--trace` may replace an existing file. The defaults are the safe ones.
 #[derive(Clone, Debug, Default)]
 pub struct FileOptions {
-    /// A group (name or number) whose members may use the control socket.
+    /// A group (name or number) whose members may use the socket.
     pub socket_group: Option<String>,
     /// Let `--trace` truncate an existing regular file.
     pub trace_overwrite: bool,
@@ -51,12 +50,11 @@ pub fn run_scheduler(
     policy: Config,
     stats_interval: Option<f64>,
     socket: &Path,
-    stats_socket: &Path,
     trace: Option<&Path>,
     files: &FileOptions,
 ) -> Result<()> {
     env_checks::check_can_load(Path::new("/sys"), unsafe { libc::geteuid() })?;
-    let access = control::Access::new(files.socket_group.as_deref())?;
+    let access = Access::new(files.socket_group.as_deref())?;
 
     let shutdown = Arc::new(AtomicBool::new(false));
     let flag = shutdown.clone();
@@ -70,46 +68,32 @@ pub fn run_scheduler(
     let metrics = Arc::new(Mutex::new(LiveMetrics::default()));
     let config = Arc::new(Mutex::new(policy));
     let queue = ControlQueue::default();
-    // Threads are started before the agent locks its memory.
-    let server = control::spawn_server(
+    let tracer = trace
+        .map(|p| spawn_trace_writer(p, files.trace_overwrite))
+        .transpose()?;
+    // Threads are started before the agent locks its memory. On an error,
+    // the trace writer is stopped first (it owns a file being written).
+    let server = socket::serve(
         socket,
-        queue.clone(),
+        &access,
         Shared {
             metrics: metrics.clone(),
             config: config.clone(),
+            queue: queue.clone(),
         },
-        shutdown.clone(),
-        access,
-    )?;
-    // On an error from here to the agent's start: stop the server first, it
-    // removes its socket, which would otherwise be left for the next start.
-    let stop_server = |server: std::thread::JoinHandle<()>, e| {
-        shutdown.store(true, Ordering::Relaxed);
-        let _ = server.join();
-        Err(e)
-    };
-
-    let tracer = match trace
-        .map(|p| spawn_trace_writer(p, files.trace_overwrite))
-        .transpose()
-    {
-        Ok(t) => t,
-        Err(e) => return stop_server(server, e),
-    };
-    // The counters' reading side: scx_stats' server (stats_socket.rs).
-    let stats_server =
-        match stats_socket::serve(stats_socket, &access, metrics.clone(), config.clone()) {
-            Ok(s) => s,
-            Err(e) => {
-                if let Some((tx, writer)) = tracer {
-                    drop(tx);
-                    let _ = writer.join();
-                }
-                return stop_server(server, e);
+    );
+    let server = match server {
+        Ok(s) => s,
+        Err(e) => {
+            if let Some((tx, writer)) = tracer {
+                drop(tx);
+                let _ = writer.join();
             }
-        };
+            return Err(e);
+        }
+    };
     let printer = stats_interval
-        .map(|secs| spawn_stats_printer(secs, stats_socket.to_path_buf(), shutdown.clone()));
+        .map(|secs| spawn_stats_printer(secs, socket.to_path_buf(), shutdown.clone()));
 
     let started = Instant::now();
     // The fast lane unless asked otherwise or the kernel refuses it; a
@@ -186,8 +170,7 @@ pub fn run_scheduler(
     if let Some(h) = printer {
         let _ = h.join();
     }
-    drop(stats_server);
-    let _ = server.join();
+    drop(server);
     if let Some((tx, writer)) = tracer {
         drop(tx);
         match writer.join() {
@@ -230,7 +213,7 @@ fn cpu_ranges(cpus: &[usize]) -> String {
 }
 
 /// `--stats SECS`: every SECS, the counters of the interval, read as any
-/// client reads them, from the scx_stats server on `path` (as the scx
+/// client reads them, through scx_stats on our socket at `path` (as the scx
 /// schedulers' --stats does).
 fn spawn_stats_printer(
     secs: f64,
@@ -239,7 +222,7 @@ fn spawn_stats_printer(
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let period = Duration::from_secs_f64(secs);
-        let mut conn: Option<StatsConn> = None;
+        let mut conn: Option<Client> = None;
         let mut prev = LiveMetrics::default();
         let mut prev_at = Instant::now();
         let mut last = Instant::now();
@@ -252,7 +235,7 @@ fn spawn_stats_printer(
             last = Instant::now();
             let got = match conn.as_mut() {
                 Some(c) => c.snapshot(),
-                None => StatsConn::connect(&path).and_then(|mut c| {
+                None => Client::connect(&path, socket::DEFAULT_CLIENT_TIMEOUT).and_then(|mut c| {
                     let s = c.snapshot();
                     conn = Some(c);
                     s
@@ -279,27 +262,34 @@ fn spawn_stats_printer(
     })
 }
 
-/// `scx_wakelab set KEY=VALUE...`: each change in turn; stops at the first
-/// the scheduler refuses.
-pub fn client_set(changes: &[String], socket: &Path) -> Result<()> {
+/// `scx_wakelab set KEY=VALUE...`: each change in turn, on one connection;
+/// stops at the first the scheduler refuses. `timeout` bounds each request.
+pub fn client_set(changes: &[String], socket: &Path, timeout: Duration) -> Result<()> {
+    let mut conn = Client::connect(socket, timeout)?;
     for kv in changes {
-        if !kv.contains('=') {
-            anyhow::bail!("expected KEY=VALUE, got '{kv}'");
-        }
-        let answer = control::request(socket, &format!("set {kv}"))?;
-        match answer.strip_prefix("error ") {
-            Some(e) => anyhow::bail!("{kv}: {e}"),
-            None => println!("{answer}"),
-        }
+        let Some((key, value)) = kv.split_once('=') else {
+            anyhow::bail!("expected KEY=VALUE, got {}", scx_wakelab::exit::quote(kv));
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let a = conn
+            .set(key, value)
+            .with_context(|| scx_wakelab::exit::quote(kv))?;
+        println!("ok {}={} (was {})", a.key, a.value, a.was);
     }
     Ok(())
 }
 
-/// `scx_wakelab stats [--json] [--monitor SECS]`, from the scx_stats server
-/// on `socket`, on one connection; with --monitor, made again once when a
+/// `scx_wakelab stats [--json] [--monitor SECS]`, through scx_stats on
+/// `socket`, on one connection; with --monitor, made again once when a
 /// request on it fails (e.g. the scheduler restarted), before giving up.
-pub fn client_stats(json: bool, monitor: Option<f64>, socket: &Path) -> Result<()> {
-    let mut conn = StatsConn::connect(socket)?;
+/// `timeout` bounds each request.
+pub fn client_stats(
+    json: bool,
+    monitor: Option<f64>,
+    socket: &Path,
+    timeout: Duration,
+) -> Result<()> {
+    let mut conn = Client::connect(socket, timeout)?;
     let (mut prev, v) = conn.snapshot()?;
     let Some(secs) = monitor else {
         if json {
@@ -314,7 +304,7 @@ pub fn client_stats(json: bool, monitor: Option<f64>, socket: &Path) -> Result<(
         let (now, v) = match conn.snapshot() {
             Ok(got) => got,
             Err(_) => {
-                conn = StatsConn::connect(socket)?;
+                conn = Client::connect(socket, timeout)?;
                 conn.snapshot()?
             }
         };
@@ -331,19 +321,13 @@ pub fn client_stats(json: bool, monitor: Option<f64>, socket: &Path) -> Result<(
     }
 }
 
-/// The socket paths, the socket group and the trace path, checked without
+/// The socket path, the socket group and the trace path, checked without
 /// creating or removing anything, so that a bad one is refused (one line,
 /// exit 2) before anything is loaded. The files are checked again as they
 /// are created.
-pub fn check_files(
-    socket: &Path,
-    stats_socket: &Path,
-    trace: Option<&Path>,
-    files: &FileOptions,
-) -> Result<()> {
-    let access = control::Access::new(files.socket_group.as_deref())?;
-    control::check_socket(socket, &access)?;
-    stats_socket::check_stats_socket(stats_socket, &access)?;
+pub fn check_files(socket: &Path, trace: Option<&Path>, files: &FileOptions) -> Result<()> {
+    let access = Access::new(files.socket_group.as_deref())?;
+    socket::check_socket(socket, &access)?;
     if let Some(t) = trace {
         check_trace_path(t, Overwrite::trace(files.trace_overwrite))?;
     }

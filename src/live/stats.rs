@@ -2,7 +2,7 @@
 //! (with_counters!), and their text form.
 //!
 //! The scheduling thread owns a LiveMetrics and copies it into a shared one
-//! every 100 ms (agent.rs, publish); the scx_stats server (stats_socket.rs)
+//! every 100 ms (agent.rs, publish); the socket (socket.rs) serves it through scx_stats
 //! serves that copy, described by the metadata `#[derive(Stats)]` builds
 //! from the same list, to `scx_wakelab stats` and to `--stats`' printer, so
 //! the scheduling thread never writes to a terminal or a socket.
@@ -292,10 +292,15 @@ pub fn describe() -> anyhow::Result<()> {
 }
 
 impl LiveMetrics {
-    /// From the JSON a running instance sends (`stats`); unknown or missing
-    /// fields are tolerated so that client and server versions may differ.
-    pub fn from_json(v: &serde_json::Value) -> LiveMetrics {
-        serde_json::from_value(v.clone()).unwrap_or_default()
+    /// From the JSON a running instance sends (`stats`): an object whose
+    /// counters are numbers. Unknown or missing fields are tolerated so that
+    /// client and server versions may differ; anything else is refused, not
+    /// read as zeros.
+    pub fn from_json(v: &serde_json::Value) -> Result<LiveMetrics, String> {
+        if !v.is_object() {
+            return Err("not an object".to_string());
+        }
+        serde_json::from_value(v.clone()).map_err(|e| e.to_string())
     }
 
     /// Count one sample of an agent-timed hop.
@@ -573,7 +578,9 @@ mod tests {
         ] {
             assert!(j.contains(want), "{want} not in {j}");
         }
-        let back = LiveMetrics::from_json(&serde_json::from_str(&j).unwrap());
+        let back = LiveMetrics::from_json(&serde_json::from_str(&j).unwrap()).unwrap();
+        assert!(LiveMetrics::from_json(&serde_json::json!([1, 2])).is_err());
+        assert!(LiveMetrics::from_json(&serde_json::json!({"nr_decisions": "many"})).is_err());
         assert_eq!(back.hop_hist, m.hop_hist);
         assert_eq!(back.policy, m.policy);
     }
