@@ -501,7 +501,7 @@ fn spawn_trace_writer(
     path: &Path,
     overwrite: bool,
 ) -> Result<(
-    std::sync::mpsc::SyncSender<scx_wakelab::explain::TraceRecord>,
+    std::sync::mpsc::SyncSender<scx_wakelab::policy::TraceRecord>,
     std::thread::JoinHandle<Result<u64>>,
 )> {
     use std::io::Write;
@@ -509,7 +509,7 @@ fn spawn_trace_writer(
     // Bounded small: the channel's slots come out of the agent's fixed
     // 64 MiB heap (rustland_core's allocator), and each record is ~1 KiB
     // plus what it points to.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<scx_wakelab::explain::TraceRecord>(2048);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<scx_wakelab::policy::TraceRecord>(2048);
     let h = std::thread::spawn(move || -> Result<u64> {
         let mut out = std::io::BufWriter::new(file);
         let mut n = 0;

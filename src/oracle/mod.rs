@@ -15,9 +15,11 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::explain::scenario::{CpuStates, LlcStateInput, TopologyInput, TraceRecord, WakeInput};
 use crate::explain::{ExplainReport, PolicyOverride};
-use crate::policy::{CpuSet, CpuSnapshot, PolicySpec, TaskState, Topology, WakeCtx, WakerContext};
+use crate::policy::{
+    CpuSet, CpuSnapshot, CpuStates, LlcStateInput, PolicySpec, TaskState, Topology, TopologyInput,
+    TraceRecord, WakeCtx, WakeInput, WakerContext,
+};
 
 /// `scx_wakelab oracle`: record the kernel's own placements, or compare them with the engine.
 #[derive(Debug, clap::Args)]

@@ -1,5 +1,5 @@
 use super::*;
-use crate::explain::scenario::parse_json_object;
+use crate::explain::parse_json_object;
 use crate::policy::{WAKE_SYNC, WAKE_TTWU};
 
 fn topo(nr: usize) -> Topology {

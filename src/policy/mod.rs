@@ -113,6 +113,7 @@ pub mod idle_scan;
 pub mod pelt;
 pub mod rules;
 pub mod topology;
+pub mod trace;
 pub mod types;
 
 pub use config::{
@@ -130,6 +131,10 @@ pub use rules::{Rule, RuleChain};
 pub use topology::{
     CpuDesc, Distance, DomainLevel, SCHED_CAPACITY_SCALE, Shape, Topology, TopologyError,
     TopologySpec,
+};
+pub use trace::{
+    CpuBase, CpuState, CpuStateMap, CpuStateValue, CpuStates, DEFAULT_WAKER_PID, LlcStateInput,
+    TopologyInput, TraceRecord, WakeInput, WakeKind, parse_shape, policy_spec_of,
 };
 pub use types::{
     CpuSnapshot, TaskState, WAKE_EXEC, WAKE_FORK, WAKE_SYNC, WAKE_TTWU, WakeCtx, WakerContext,

@@ -156,7 +156,7 @@ pub fn specs_from_args(a: &SimArgs) -> Result<Vec<SimSpec>, String> {
     let mut workload = Workload::by_name(&a.workload)
         .ok_or_else(|| format!("--workload: unknown workload '{}'", a.workload))?;
     let shape = match &a.topology {
-        Some(t) => crate::explain::parse_shape(t).map_err(|e| format!("--topology: {e}"))?,
+        Some(t) => crate::policy::parse_shape(t).map_err(|e| format!("--topology: {e}"))?,
         None => workload.default_shape(),
     };
     let config = Config::from_preset_with(&a.preset, &a.set).map_err(|e| e.to_string())?;
