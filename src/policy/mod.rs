@@ -111,6 +111,7 @@ pub mod delayed;
 pub mod engine;
 pub mod idle_scan;
 pub mod pelt;
+pub mod rng;
 pub mod rules;
 pub mod topology;
 pub mod trace;

@@ -9,15 +9,14 @@
 //! newly-idle pulls and skips, and a latency proxy (wake-to-run time).  `--compare` runs
 //! several flag settings on the same seed side by side.
 //!
-//! Pure and deterministic: virtual time, one xorshift generator seeded by `--seed`, no
-//! wall clock, no threads.  The model and its simplifications are documented in
-//! [`world`]; the workloads in [`spec::Workload`].
+//! Pure and deterministic: virtual time, one xorshift generator (`policy::rng`) seeded by
+//! `--seed`, no wall clock, no threads.  The model and its simplifications are documented
+//! in [`world`]; the workloads in [`spec::Workload`].
 //!
 //! From tests: build a [`SimSpec`] (e.g. `SimSpec::new(Workload::by_name("softirq-rr")?)`),
 //! set `config`, `shape`, `duration_ns`, and call [`run_workload`].
 
 pub mod report;
-pub mod rng;
 pub mod spec;
 pub mod world;
 
