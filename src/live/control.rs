@@ -373,7 +373,7 @@ pub(super) fn check_socket_path(
             let why = if role.makes_dirs {
                 why_dirs_cannot_be_made(path)
             } else {
-                super::why_not_creatable(path)
+                scx_wakelab::trace_file::why_not_creatable(path)
             };
             if let Some(why) = why {
                 bail_input!("cannot create the {what} {p}: {why}");

@@ -197,15 +197,15 @@ fn release() -> String {
 
 /// Records for `seconds` (or until Ctrl-C) into `out` (`-`: standard output).
 pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
-    super::env_checks::check_root(unsafe { libc::geteuid() })?;
+    scx_wakelab::bpf_load::check_root(unsafe { libc::geteuid() })?;
     let to_stdout = out.as_os_str() == "-";
-    let overwrite = super::Overwrite {
+    let overwrite = scx_wakelab::trace_file::Overwrite {
         allowed: overwrite,
         flag: "--overwrite",
     };
     // The trace file's own checks, before anything is loaded.
     if !to_stdout {
-        super::check_trace_path(out, overwrite)?;
+        scx_wakelab::trace_file::check_trace_path(out, overwrite)?;
     }
     if !Path::new(BTF_PATH).exists() {
         bail!("this kernel has no BTF ({BTF_PATH} is missing): the oracle cannot attach");
@@ -228,7 +228,7 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
     let rel = release();
     let (preset, why) = preset_for_release(&rel);
 
-    super::libbpf_log::install();
+    scx_wakelab::bpf_load::install();
     let mut open_object = MaybeUninit::uninit();
     let mut open = skel::OracleSkelBuilder::default()
         .open(&mut open_object)
@@ -256,8 +256,8 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
                  with CAP_BPF and CAP_PERFMON, and no lockdown or seccomp policy against BPF"
             );
         }
-        let lines = super::libbpf_log::tail();
-        match super::libbpf_log::verifier_reason(&lines) {
+        let lines = scx_wakelab::bpf_load::tail();
+        match scx_wakelab::bpf_load::verifier_reason(&lines) {
             Some(r) => anyhow!("the kernel refused the oracle's BPF program: {r}"),
             // libbpf's last line only says the skeleton failed; the one before says why.
             None => match lines
@@ -280,7 +280,7 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
     let sink: Box<dyn Write + Send> = if to_stdout {
         Box::new(std::io::stdout())
     } else {
-        Box::new(super::open_trace_file(out, overwrite)?)
+        Box::new(scx_wakelab::trace_file::open_trace_file(out, overwrite)?)
     };
     // The ring is drained here; records become JSON lines in a writer thread, so that a
     // slow disk or the conversion does not leave the ring to fill.  A full queue stalls
