@@ -4,8 +4,8 @@
 //!   decision-trace record every other layer writes or reads (`policy::trace`).
 //! - `explain` and `sim`: the engine driven without a kernel, from scenario files and
 //!   traces, and in a simulator.
-//! - `oracle`: the kernel's own placements, as recorded by `oracle record` (in the
-//!   binary), compared with the engine's.
+//! - `oracle`: the kernel's own placements, recorded (`oracle::record` loads its BPF
+//!   tracing program) and compared with the engine's.
 //! - What more than one command shares: the policy's command line (`cli`), the exit-code
 //!   convention (`exit`), the root check and libbpf's log for the commands that load BPF
 //!   (`bpf_load`), and safe trace files (`trace_file`).

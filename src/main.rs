@@ -367,7 +367,7 @@ fn main() -> ExitCode {
                         overwrite,
                     },
             }) => exit::exit_with(
-                live::oracle::record(&out, seconds, overwrite),
+                scx_wakelab::oracle::record::record(&out, seconds, overwrite),
                 exit::RUNTIME,
             ),
             Command::Oracle(a) => {

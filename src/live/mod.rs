@@ -6,7 +6,6 @@ pub mod bpf_intf;
 pub mod bpf_skel;
 pub mod control;
 pub mod env_checks;
-pub mod oracle;
 pub mod placement;
 #[cfg(test)]
 mod placement_cost;
