@@ -39,6 +39,12 @@
 //!
 //! DelayedDequeue::new(nr_cpus, enabled): on_sleep(cpu, pid, lag_ns, now) / on_wake(pid)
 //!     / expire(now) / on_cpu_idle(cpu) / nr_delayed(cpu) / apply_to(&mut snaps)
+//!
+//! TraceRecord::new(&topo, &cfg, &llc_states, &snaps, &wakee, &wake_ctx, &d).to_json_line()
+//!     one decision's inputs and outcome, as the agent, the oracle and explain --trace share
+//!     them; TopologyInput::build(read_sysfs), CpuStates::resolve(nr), WakeInput::to_ctx(nr)
+//! rng::XorShift::new(seed): below/chance/pick/jitter; rng::{idle_cpu, busy_counts}
+//!     deterministic draws for whatever drives the engine (the simulator, tests, benchmarks)
 //! ```
 //!
 //! Driving the engine over time (simulator, live agent): keep one `TaskState` per task and
