@@ -21,10 +21,10 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use scx_wakelab::policy::rng::{self, XorShift};
 use scx_wakelab::policy::{
     Config, CpuSnapshot, Engine, TaskState, Topology, WAKE_SYNC, WAKE_TTWU, WakeCtx, WakerContext,
 };
-use scx_wakelab::sim::rng::{self, XorShift};
 
 #[derive(Clone, Copy)]
 enum Mix {

@@ -1,11 +1,23 @@
-//! scx_wakelab's pure layers, usable without a kernel: the CFS wake-up
-//! placement engine (`policy`), `explain`, `sim`, the policy's command
-//! line (`cli`), the exit-code convention every command follows
-//! (`exit`), and who may reach the scheduler's socket (`local_access`). The live layer (BPF + agent) lives in the scheduler binary (src/live), because it links rustland_core,
-//! whose global allocator is a fixed, locked 64 MiB heap; the offline
-//! commands also run in `scx_wakelab-offline` (src/bin), which does not link
-//! it and so uses the system allocator.
+//! scx_wakelab's library: everything but the scheduler's live layer.
+//!
+//! - `policy`: the CFS wake-up placement engine, pure Rust (no BPF, no I/O), with the
+//!   decision-trace record every other layer writes or reads (`policy::trace`).
+//! - `explain` and `sim`: the engine driven without a kernel, from scenario files and
+//!   traces, and in a simulator.
+//! - `oracle`: the kernel's own placements, recorded (`oracle::record` loads its BPF
+//!   tracing program) and compared with the engine's.
+//! - What more than one command shares: the policy's command line (`cli`), the exit-code
+//!   convention (`exit`), the root check and libbpf's log for the commands that load BPF
+//!   (`bpf_load`), safe trace files (`trace_file`), and who may reach the scheduler's socket
+//!   and how its file is made (`local_access`).
+//!
+//! Each imports only from those listed before it; `policy` from none of them.  The live
+//! layer (BPF + agent) lives in the scheduler binary (src/live), because it links
+//! rustland_core, whose global allocator is a fixed, locked 64 MiB heap; the offline
+//! commands also run in `scx_wakelab-offline` (src/bin), which does not link it and so uses
+//! the system allocator.
 
+pub mod bpf_load;
 pub mod cli;
 pub mod exit;
 pub mod explain;
@@ -13,3 +25,4 @@ pub mod local_access;
 pub mod oracle;
 pub mod policy;
 pub mod sim;
+pub mod trace_file;

@@ -379,7 +379,7 @@ fn main() -> ExitCode {
                         overwrite,
                     },
             }) => exit::exit_with(
-                live::oracle::record(&out, seconds, overwrite),
+                scx_wakelab::oracle::record::record(&out, seconds, overwrite),
                 exit::RUNTIME,
             ),
             Command::Oracle(a) => {
@@ -399,7 +399,7 @@ fn main() -> ExitCode {
     // Root first: a non-root user hears the one thing to change, not a
     // complaint about a socket path root owns, and a supervisor does not
     // restart children that can only fail.
-    if let Err(e) = live::env_checks::check_root(unsafe { libc::geteuid() }) {
+    if let Err(e) = scx_wakelab::bpf_load::check_root(unsafe { libc::geteuid() }) {
         return exit::exit_with(Err(e), exit::RUNTIME);
     }
     let supervised_child = opts.supervise && supervise::is_child();

@@ -5,9 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use scx_wakelab::explain::TraceRecord;
 use scx_wakelab::explain::synthetic::SyntheticTrace;
-use scx_wakelab::policy::{Config, Topology};
+use scx_wakelab::policy::{Config, Topology, TraceRecord};
 
 mod common;
 use common::assert_one_line_error;

@@ -104,11 +104,7 @@ fn set_and_stats_without_a_running_instance_say_so() {
         1,
         "no running scx_wakelab",
     );
-    assert_one_line_error(
-        &["stats", "--socket", sock],
-        1,
-        "no running scx_wakelab",
-    );
+    assert_one_line_error(&["stats", "--socket", sock], 1, "no running scx_wakelab");
     // A malformed or unknown flag is bad input whether or not an instance runs.
     assert_one_line_error(&["set", "--socket", sock, "wa_idle"], 2, "KEY=VALUE");
     assert_one_line_error(

@@ -2,8 +2,8 @@
 //! workload on the same seed under two or three policy settings and asserts the direction
 //! of the change, not the numbers.  Sized to take about a second each in a debug build.
 
-use scx_wakelab::explain::parse_shape;
 use scx_wakelab::policy::Config;
+use scx_wakelab::policy::parse_shape;
 use scx_wakelab::sim::{SimReport, SimSpec, Workload, run_workload};
 
 /// `workload` with `params`, on `shape` (or its default machine), for `ms` of simulated

@@ -28,16 +28,16 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use scenario::build_topology;
 pub use scenario::{
-    CpuBase, CpuState, CpuStateMap, CpuStateValue, CpuStates, DEFAULT_WAKER_PID, Expect,
-    LlcStateInput, NewIdleInput, PolicyOverride, Question, Resolved, Scenario, TopologyInput,
-    TraceRecord, WakeInput, WakeKind, parse_json, parse_json_object, parse_shape, policy_spec_of,
-    resolve_policy,
+    Expect, NewIdleInput, PolicyOverride, Question, Resolved, Scenario, parse_json,
+    parse_json_object, resolve_policy,
 };
 
 use crate::policy::{
     Config, CpuSnapshot, Decision, Distance, DomainLevel, Engine, LlcState, PRESET_NAMES,
-    PullCandidate, Pulled, Rule, TaskState, Topology, WakeCtx,
+    PullCandidate, Pulled, Rule, TaskState, Topology, TopologyInput, TraceRecord, WakeCtx,
+    policy_spec_of,
 };
 
 /// Explain one placement decision from a scenario file, or replay a decision trace.
@@ -1163,9 +1163,7 @@ pub fn for_each_replayed<R: BufRead>(
         let topo = match &last_topo {
             Some((input, t)) if *input == rec.topology => t.clone(),
             _ => {
-                let t = rec
-                    .topology
-                    .build(base_dir)
+                let t = build_topology(&rec.topology, base_dir)
                     .map_err(|e| bad(format!("{name}:{lineno}: {e}")))?;
                 last_topo = Some((rec.topology.clone(), t.clone()));
                 t
@@ -1178,8 +1176,7 @@ pub fn for_each_replayed<R: BufRead>(
                 )));
             }
         }
-        let resolved = rec
-            .scenario()
+        let resolved = Scenario::from(&rec)
             .resolve_on(topo, cli)
             .map_err(|e| bad(format!("{name}:{lineno}: {e}")))?;
         if rec.recorded_cpu >= resolved.topo.nr_cpus() {

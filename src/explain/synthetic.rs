@@ -4,9 +4,8 @@
 //! busy and delayed-dequeue CPUs, sync wake-ups from tasks and from softirq, tasks
 //! allowed on three CPUs only), so a replay decides every record again and must match.
 
-use super::TraceRecord;
 use crate::policy::{
-    Config, CpuSet, CpuSnapshot, Engine, TaskState, Topology, WakeCtx, WakerContext,
+    Config, CpuSet, CpuSnapshot, Engine, TaskState, Topology, TraceRecord, WakeCtx, WakerContext,
 };
 
 /// An endless sequence of trace records on one machine and policy.

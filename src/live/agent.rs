@@ -26,9 +26,9 @@ use log::{info, warn};
 use scx_utils::{
     UserExitInfo, compat, scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report,
 };
+use scx_wakelab::bpf_load;
 
 use super::bpf_skel::*;
-use super::libbpf_log;
 use super::placement::{Outcome, Placer};
 use super::protocol::{self, APPLY_MAX, Decision, DecisionRing, Message, RING_ENTRIES, WakeupRing};
 use super::socket::ControlQueue;
@@ -237,7 +237,7 @@ impl<'a> Agent<'a> {
         // After the builder: libbpf-rs' ObjectBuilder::debug() would replace
         // our print callback. Verbosity is ours to apply (-v shows libbpf's
         // messages through `log`).
-        libbpf_log::install();
+        bpf_load::install();
         let open_opts = cfg.open_opts;
         let mut skel = scx_ops_open!(builder, open_object, wakelab_ops, open_opts)
             .context("opening the BPF component")?;
@@ -289,8 +289,8 @@ impl<'a> Agent<'a> {
         let mut skel = match scx_ops_load!(skel, wakelab_ops, uei) {
             Ok(skel) => skel,
             Err(e) => {
-                let tail = libbpf_log::tail();
-                return Err(match libbpf_log::verifier_reason(&tail) {
+                let tail = bpf_load::tail();
+                return Err(match bpf_load::verifier_reason(&tail) {
                     Some(reason) => anyhow!(
                         "loading the BPF component failed: the verifier said: {reason} (run with -v for the full log)"
                     ),

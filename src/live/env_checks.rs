@@ -40,19 +40,9 @@ pub fn sched_ext_state(sysfs_root: &Path) -> SchedExtState {
     SchedExtState::Busy { state, ops }
 }
 
-/// Loading a BPF scheduler needs root; checked first, before any path or
-/// kernel state, so that a non-root user hears the one thing to change.
-pub fn check_root(euid: u32) -> Result<()> {
-    if euid != 0 {
-        bail!(
-            "scx_wakelab must run as root: loading a BPF scheduler needs CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN"
-        );
-    }
-    Ok(())
-}
-
-/// Everything that must hold before we try to load: root, a sched_ext
-/// kernel, and no other sched_ext scheduler.
+/// Everything that must hold before we try to load: root
+/// ([`scx_wakelab::bpf_load::check_root`]), a sched_ext kernel, and no other
+/// sched_ext scheduler.
 pub fn check_can_load(sysfs_root: &Path, euid: u32) -> Result<()> {
     match sched_ext_state(sysfs_root) {
         SchedExtState::Missing => bail!(
@@ -65,7 +55,7 @@ pub fn check_can_load(sysfs_root: &Path, euid: u32) -> Result<()> {
         ),
         SchedExtState::Disabled => {}
     }
-    check_root(euid)
+    scx_wakelab::bpf_load::check_root(euid)
 }
 
 #[cfg(test)]

@@ -5,8 +5,6 @@ pub mod agent;
 pub mod bpf_intf;
 pub mod bpf_skel;
 pub mod env_checks;
-pub mod libbpf_log;
-pub mod oracle;
 pub mod placement;
 #[cfg(test)]
 mod placement_cost;
@@ -27,6 +25,7 @@ use agent::{Agent, AgentConfig, ApplyPath};
 use placement::{Placer, topology_from_scx};
 use scx_wakelab::local_access::Access;
 use scx_wakelab::policy::Config;
+use scx_wakelab::trace_file::{Overwrite, check_trace_path, open_trace_file};
 use socket::{Client, ControlQueue, Shared};
 use stats::LiveMetrics;
 
@@ -334,150 +333,6 @@ pub fn check_files(socket: &Path, trace: Option<&Path>, files: &FileOptions) -> 
     Ok(())
 }
 
-/// Whether an existing trace file may be replaced, and the option that says so (named in
-/// the refusal): `--trace-overwrite` for the scheduler's trace, `--overwrite` for
-/// `oracle record`'s.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Overwrite {
-    pub allowed: bool,
-    pub flag: &'static str,
-}
-
-impl Overwrite {
-    /// The scheduler's `--trace` file.
-    pub(crate) fn trace(allowed: bool) -> Self {
-        Overwrite {
-            allowed,
-            flag: "--trace-overwrite",
-        }
-    }
-}
-
-/// Why a trace path is refused; bad input (exit 2).
-enum TraceRefusal {
-    Link,
-    Exists,
-    NotRegular,
-}
-
-fn trace_refusal(path: &Path, why: TraceRefusal, overwrite: Overwrite) -> anyhow::Error {
-    let p = path.display();
-    scx_wakelab::exit::BadInput(match why {
-        TraceRefusal::Link => {
-            format!("the trace file {p} is a symbolic link; refusing to write through it")
-        }
-        TraceRefusal::Exists => format!(
-            "the trace file {p} already exists; remove it, name another, or pass {}",
-            overwrite.flag
-        ),
-        TraceRefusal::NotRegular => {
-            format!("the trace file {p} is not a regular file; refusing to write to it")
-        }
-    })
-    .into()
-}
-
-/// Why a file cannot be created at `path`, which does not exist yet, or None
-/// when it can: "new/" names a directory to be, never a file, and a missing
-/// or non-directory parent has nowhere to put it. Shared by --trace and
-/// --socket, so both refuse such paths before loading, not at creation.
-pub(crate) fn why_not_creatable(path: &Path) -> Option<String> {
-    if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
-        return Some("the path ends in '/'".to_string());
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    (!dir.is_dir()).then(|| format!("{} is not a directory", dir.display()))
-}
-
-/// open_trace_file's refusals, from the path alone.
-pub(crate) fn check_trace_path(path: &Path, overwrite: Overwrite) -> Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match why_not_creatable(path) {
-            Some(why) => Err(scx_wakelab::exit::BadInput(format!(
-                "cannot create the trace file {}: {why}",
-                path.display()
-            ))
-            .into()),
-            None => Ok(()),
-        },
-        Err(e) => Err(scx_wakelab::exit::BadInput(format!(
-            "cannot use the trace file {}: {e}",
-            path.display()
-        ))
-        .into()),
-        Ok(md) if md.is_symlink() => Err(trace_refusal(path, TraceRefusal::Link, overwrite)),
-        Ok(_) if !overwrite.allowed => Err(trace_refusal(path, TraceRefusal::Exists, overwrite)),
-        Ok(md) if !md.is_file() => Err(trace_refusal(path, TraceRefusal::NotRegular, overwrite)),
-        Ok(_) => Ok(()),
-    }
-}
-
-/// Open the `--trace` file for writing: a new file, or with `overwrite` an
-/// existing regular file, truncated. Never through a symlink (the scheduler
-/// runs as root, and a link planted in a shared directory would make it
-/// truncate any file), never a FIFO or device. Mode 0600 whatever the umask:
-/// the trace names every task and its pid.
-pub(crate) fn open_trace_file(path: &Path, overwrite: Overwrite) -> Result<std::fs::File> {
-    // A refusal of the path the caller named is bad input: exit 2, not 1.
-    macro_rules! bail_input {
-        ($($arg:tt)*) => {
-            return Err(scx_wakelab::exit::BadInput(format!($($arg)*)).into())
-        };
-    }
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let p = path.display();
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).mode(0o600);
-    if overwrite.allowed {
-        // O_NONBLOCK: opening a FIFO without a reader fails (ENXIO) instead
-        // of waiting for one; it changes nothing for a regular file.
-        opts.create(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
-    } else {
-        // O_EXCL does not follow a symlink either: a link is "existing".
-        opts.create_new(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
-    }
-    let file = match opts.open(path) {
-        Ok(f) => f,
-        Err(e) => {
-            let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink());
-            if is_link {
-                return Err(trace_refusal(path, TraceRefusal::Link, overwrite));
-            }
-            match e.raw_os_error() {
-                Some(libc::EEXIST) => {
-                    return Err(trace_refusal(path, TraceRefusal::Exists, overwrite));
-                }
-                Some(libc::EISDIR) | Some(libc::ENXIO) => {
-                    return Err(trace_refusal(path, TraceRefusal::NotRegular, overwrite));
-                }
-                Some(libc::ENOENT) | Some(libc::ENOTDIR) => {
-                    bail_input!("cannot create the trace file {p}: {e}")
-                }
-                _ => return Err(e).with_context(|| format!("creating the trace file {p}")),
-            }
-        }
-    };
-    let md = file
-        .metadata()
-        .with_context(|| format!("inspecting the trace file {p}"))?;
-    if !md.file_type().is_file() {
-        return Err(trace_refusal(path, TraceRefusal::NotRegular, overwrite));
-    }
-    // Through the fd, not the path: it is the file just checked.
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("setting the mode of the trace file {p}"))?;
-    if overwrite.allowed {
-        file.set_len(0)
-            .with_context(|| format!("truncating the trace file {p}"))?;
-    }
-    Ok(file)
-}
-
 /// The trace file's writer thread: JSON lines, one decision each, readable
 /// by `scx_wakelab explain --trace FILE`. The scheduling thread hands records
 /// over through a bounded channel and never waits for the disk.
@@ -485,7 +340,7 @@ fn spawn_trace_writer(
     path: &Path,
     overwrite: bool,
 ) -> Result<(
-    std::sync::mpsc::SyncSender<scx_wakelab::explain::TraceRecord>,
+    std::sync::mpsc::SyncSender<scx_wakelab::policy::TraceRecord>,
     std::thread::JoinHandle<Result<u64>>,
 )> {
     use std::io::Write;
@@ -493,7 +348,7 @@ fn spawn_trace_writer(
     // Bounded small: the channel's slots come out of the agent's fixed
     // 64 MiB heap (rustland_core's allocator), and each record is ~1 KiB
     // plus what it points to.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<scx_wakelab::explain::TraceRecord>(2048);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<scx_wakelab::policy::TraceRecord>(2048);
     let h = std::thread::spawn(move || -> Result<u64> {
         let mut out = std::io::BufWriter::new(file);
         let mut n = 0;
@@ -509,135 +364,6 @@ fn spawn_trace_writer(
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    use std::path::PathBuf;
-
-    use super::open_trace_file;
-
-    fn temp(tag: &str) -> PathBuf {
-        let p = std::env::temp_dir().join(format!("wakelab-trace-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_file(&p);
-        p
-    }
-
-    /// The refusal's message; every refusal is bad input (exit 2).
-    fn err(path: &std::path::Path, overwrite: bool) -> String {
-        let e = open_trace_file(path, super::Overwrite::trace(overwrite)).unwrap_err();
-        // The check before loading refuses it too, and says the same (but
-        // for a missing directory, which it words without an errno).
-        let early = super::check_trace_path(path, super::Overwrite::trace(overwrite)).unwrap_err();
-        assert!(
-            early.to_string() == e.to_string() || early.to_string().contains("is not a directory"),
-            "{early} / {e}"
-        );
-        assert_eq!(
-            scx_wakelab::exit::code_of(&e, 1),
-            scx_wakelab::exit::BAD_INPUT,
-            "{e:#}"
-        );
-        e.to_string()
-    }
-
-    #[test]
-    fn trace_file_is_new_and_0600() {
-        let p = temp("new");
-        super::check_trace_path(&p, super::Overwrite::trace(false)).unwrap();
-        let f = open_trace_file(&p, super::Overwrite::trace(false)).unwrap();
-        drop(f);
-        let md = std::fs::symlink_metadata(&p).unwrap();
-        assert!(md.is_file());
-        assert_eq!(md.mode() & 0o7777, 0o600);
-        // A second run does not clobber the first one's trace.
-        let e = err(&p, false);
-        assert!(
-            e.contains("already exists") && e.contains("--trace-overwrite"),
-            "{e}"
-        );
-        std::fs::remove_file(&p).unwrap();
-    }
-
-    #[test]
-    fn existing_file_is_kept_unless_overwrite() {
-        let p = temp("existing");
-        std::fs::write(&p, "earlier trace").unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let e = err(&p, false);
-        assert!(e.contains("already exists"), "{e}");
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "earlier trace");
-        // Asked to: truncated, and no longer readable by others.
-        super::check_trace_path(&p, super::Overwrite::trace(true)).unwrap();
-        drop(open_trace_file(&p, super::Overwrite::trace(true)).unwrap());
-        let md = std::fs::metadata(&p).unwrap();
-        assert_eq!(md.len(), 0);
-        assert_eq!(md.mode() & 0o7777, 0o600);
-        std::fs::remove_file(&p).unwrap();
-    }
-
-    #[test]
-    fn symlinks_are_refused_even_with_overwrite() {
-        let target = temp("link-target");
-        std::fs::write(&target, "not a trace").unwrap();
-        let link = temp("link");
-        std::os::unix::fs::symlink(&target, &link).unwrap();
-        for overwrite in [false, true] {
-            let e = err(&link, overwrite);
-            assert!(e.contains("symbolic link"), "overwrite={overwrite}: {e}");
-        }
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "not a trace");
-        // A dangling link would have been created through: refused too.
-        let dangling = temp("dangling");
-        let nowhere = temp("nowhere");
-        std::os::unix::fs::symlink(&nowhere, &dangling).unwrap();
-        for overwrite in [false, true] {
-            let e = err(&dangling, overwrite);
-            assert!(e.contains("symbolic link"), "overwrite={overwrite}: {e}");
-        }
-        assert!(!nowhere.exists());
-        for p in [&link, &target, &dangling] {
-            std::fs::remove_file(p).unwrap();
-        }
-    }
-
-    /// "dir/new/" passed the check (its parent exists) and failed only at
-    /// creation, after the scheduler had loaded.
-    #[test]
-    fn a_path_ending_in_a_slash_is_refused_before_loading() {
-        let dir = temp("slash");
-        let p = PathBuf::from(format!("{}/", dir.display()));
-        for overwrite in [false, true] {
-            let e = super::check_trace_path(&p, super::Overwrite::trace(overwrite)).unwrap_err();
-            assert_eq!(
-                scx_wakelab::exit::code_of(&e, 1),
-                scx_wakelab::exit::BAD_INPUT
-            );
-            assert!(e.to_string().contains("ends in '/'"), "{e}");
-        }
-        assert!(!dir.exists());
-    }
-
-    #[test]
-    fn non_regular_files_are_refused_with_overwrite() {
-        let dir = temp("dir");
-        std::fs::create_dir(&dir).unwrap();
-        let e = err(&dir, true);
-        assert!(e.contains("not a regular file"), "{e}");
-        std::fs::remove_dir(&dir).unwrap();
-
-        // A FIFO without a reader: refused at once, not waited on.
-        let fifo = temp("fifo");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let e = err(&fifo, true);
-        assert!(e.contains("not a regular file"), "{e}");
-        std::fs::remove_file(&fifo).unwrap();
-
-        let e = err(std::path::Path::new("/dev/null"), true);
-        assert!(e.contains("not a regular file"), "{e}");
-
-        let e = err(&temp("no-such-dir").join("trace"), false);
-        assert!(e.contains("No such file or directory"), "{e}");
-    }
-
     #[test]
     fn cpu_ranges_are_compact() {
         assert_eq!(super::cpu_ranges(&[0, 1, 2, 4, 5, 6, 7]), "0-2,4-7");

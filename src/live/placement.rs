@@ -29,14 +29,13 @@
 use std::collections::HashMap;
 use std::sync::mpsc::SyncSender;
 
-use scx_wakelab::explain::TraceRecord;
-
 use crate::live::protocol::{CpuReading, Sleep, Wakeup};
 #[cfg(test)]
 use scx_wakelab::policy::CpuSet;
 use scx_wakelab::policy::pelt;
 use scx_wakelab::policy::{
-    Config, CpuDesc, CpuSnapshot, DelayedDequeue, Engine, TaskState, Topology, WAKE_SYNC, WakeCtx,
+    Config, CpuDesc, CpuSnapshot, DelayedDequeue, Engine, TaskState, Topology, TraceRecord,
+    WAKE_SYNC, WakeCtx,
 };
 
 /// Nice-0 load weight, the unit of CpuSnapshot::load.

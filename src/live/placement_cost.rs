@@ -34,8 +34,8 @@
 use std::hash::Hasher;
 use std::sync::mpsc::sync_channel;
 
+use scx_wakelab::policy::rng::XorShift;
 use scx_wakelab::policy::{Config, CpuSet, Topology, WakerContext};
-use scx_wakelab::sim::rng::XorShift;
 
 use super::placement::Placer;
 use super::protocol::{CpuReading, Sleep, Waker, Wakeup};

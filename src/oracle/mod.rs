@@ -1,13 +1,15 @@
 //! The kernel oracle: the fair class's own wake-up placements, recorded on a real kernel,
 //! replayed through the engine decision by decision.
 //!
-//! `scx_wakelab oracle record` (the binary's `oracle_record`, BPF in bpf/oracle.bpf.c)
-//! writes one [`TraceRecord`] per `select_task_rq_fair()` call: the state the kernel read and
-//! the CPU it chose.  `scx_wakelab oracle compare` replays those records with the preset of
-//! the recorded kernel and reports how often the engine picks the same CPU, per rule.
+//! `scx_wakelab oracle record` ([`record`], BPF in bpf/oracle.bpf.c) writes one
+//! [`TraceRecord`] per `select_task_rq_fair()` call: the state the kernel read and the CPU
+//! it chose.  `scx_wakelab oracle compare` replays those records with the preset of the
+//! recorded kernel and reports how often the engine picks the same CPU, per rule.
 //!
-//! This module is the pure half: the record as plain numbers ([`Sample`]), its conversion
-//! into a trace line, and the comparison.  It reads no BPF and no system state.
+//! This file is the pure half: the record as plain numbers ([`Sample`]), its conversion
+//! into a trace line, and the comparison; it reads no BPF and no system state.  Recording
+//! (BPF, the ring, the trace file) is [`record`]'s, and the recording machine's topology
+//! [`sysfs`]'s.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -15,9 +17,11 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::explain::scenario::{CpuStates, LlcStateInput, TopologyInput, TraceRecord, WakeInput};
 use crate::explain::{ExplainReport, PolicyOverride};
-use crate::policy::{CpuSet, CpuSnapshot, PolicySpec, TaskState, Topology, WakeCtx, WakerContext};
+use crate::policy::{
+    CpuSet, CpuSnapshot, CpuStates, LlcStateInput, PolicySpec, TaskState, Topology, TopologyInput,
+    TraceRecord, WakeCtx, WakeInput, WakerContext,
+};
 
 /// `scx_wakelab oracle`: record the kernel's own placements, or compare them with the engine.
 #[derive(Debug, clap::Args)]
@@ -734,11 +738,7 @@ pub fn run(args: OracleArgs) -> anyhow::Result<()> {
     }
 }
 
-/// The topology description every record of a recording carries.
-pub fn topology_input(topo: &Topology) -> TopologyInput {
-    TopologyInput::from_topology(topo)
-}
-
+pub mod record;
 pub mod sysfs;
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 use super::*;
-use crate::explain::scenario::parse_json_object;
+use crate::explain::parse_json_object;
 use crate::policy::{WAKE_SYNC, WAKE_TTWU};
 
 fn topo(nr: usize) -> Topology {
@@ -70,7 +70,7 @@ fn sample() -> Sample {
 fn a_sample_becomes_a_trace_line_that_explain_reads() {
     let t = topo(4);
     let rec = sample()
-        .to_trace(7, &t, &topology_input(&t), "mainline", 250)
+        .to_trace(7, &t, &TopologyInput::from_topology(&t), "mainline", 250)
         .unwrap();
     assert_eq!(rec.seq, Some(7));
     assert_eq!(rec.recorded_cpu, 0);
@@ -89,7 +89,7 @@ fn a_sample_becomes_a_trace_line_that_explain_reads() {
 #[test]
 fn samples_that_cannot_be_replayed_say_why() {
     let t = topo(4);
-    let ti = topology_input(&t);
+    let ti = TopologyInput::from_topology(&t);
     let mut s = sample();
     s.chosen_cpu = 9;
     assert_eq!(
@@ -112,7 +112,7 @@ fn samples_that_cannot_be_replayed_say_why() {
 #[test]
 fn compare_counts_agreement_per_kind_and_rule() {
     let t = topo(4);
-    let ti = topology_input(&t);
+    let ti = TopologyInput::from_topology(&t);
     let dir = std::env::temp_dir().join(format!("oracle-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("rec.jsonl");
@@ -163,7 +163,7 @@ fn compare_counts_agreement_per_kind_and_rule() {
 }
 
 fn write_records(name: &str, samples: &[Sample], t: &Topology) -> std::path::PathBuf {
-    let ti = topology_input(t);
+    let ti = TopologyInput::from_topology(t);
     let dir = std::env::temp_dir().join(format!("oracle-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("rec.jsonl");
@@ -231,7 +231,7 @@ fn compare_splits_the_race_and_counts_the_seed_cases() {
 fn records_without_the_race_field_leave_it_unmeasured() {
     let t = topo(4);
     let mut rec = sample()
-        .to_trace(0, &t, &topology_input(&t), "mainline", 250)
+        .to_trace(0, &t, &TopologyInput::from_topology(&t), "mainline", 250)
         .unwrap();
     rec.changed_cpus = None;
     assert!(!rec.to_json_line().contains("changed_cpus"));

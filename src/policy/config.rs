@@ -57,6 +57,9 @@ pub trait FlagType: Copy + fmt::Display {
     const VALUES: &'static str;
     /// What a bad value's error says was expected (integer flags declare their own).
     const EXPECTED: &'static str;
+    /// Integers: every value the type holds, inclusive (integer flags may declare fewer);
+    /// `None` for the others.
+    const RANGE: Option<(u64, u64)>;
     /// The value `v` denotes (surrounding blanks ignored), if it is one and, for integers,
     /// within `range`.
     fn parse_flag(v: &str, range: RangeInclusive<u64>) -> Option<Self>;
@@ -70,6 +73,7 @@ impl FlagType for bool {
     const KIND: FlagKind = FlagKind::Bool;
     const VALUES: &'static str = "true|false";
     const EXPECTED: &'static str = "true|false (also on/off, yes/no, 1/0)";
+    const RANGE: Option<(u64, u64)> = None;
     fn parse_flag(v: &str, _: RangeInclusive<u64>) -> Option<Self> {
         match v.trim().to_ascii_lowercase().as_str() {
             "true" | "on" | "yes" | "1" => Some(true),
@@ -83,6 +87,7 @@ impl FlagType for u64 {
     const KIND: FlagKind = FlagKind::U64;
     const VALUES: &'static str = "integer";
     const EXPECTED: &'static str = "an integer";
+    const RANGE: Option<(u64, u64)> = Some((0, u64::MAX));
     fn parse_flag(v: &str, range: RangeInclusive<u64>) -> Option<Self> {
         v.trim().parse::<u64>().ok().filter(|n| range.contains(n))
     }
@@ -92,6 +97,7 @@ impl FlagType for u32 {
     const KIND: FlagKind = FlagKind::U32;
     const VALUES: &'static str = "integer";
     const EXPECTED: &'static str = "an integer";
+    const RANGE: Option<(u64, u64)> = Some((0, u32::MAX as u64));
     fn parse_flag(v: &str, range: RangeInclusive<u64>) -> Option<Self> {
         u64::parse_flag(v, range).and_then(|n| u32::try_from(n).ok())
     }
@@ -139,6 +145,7 @@ macro_rules! choice {
             const KIND: FlagKind = FlagKind::Choice(Self::NAMES);
             const VALUES: &'static str = after_first_byte(concat!($( "|", $text, )*));
             const EXPECTED: &'static str = Self::VALUES;
+            const RANGE: Option<(u64, u64)> = None;
             fn parse_flag(v: &str, _: RangeInclusive<u64>) -> Option<Self> {
                 Self::parse(v)
             }
@@ -224,11 +231,15 @@ macro_rules! declared_or {
 ///     range: MIN..=MAX, "values", "expected";   // integers: accepted range and wording
 ///     help: "what it reproduces, the patch and its upstream status";
 ///     cli: "VALUE_NAME", "the --key option's help";
+///     table: "patch", "status";   // its row in the flag tables (see `flag_table`)
 /// }
 /// ```
 ///
 /// Generates the `Config` struct (field docs from the help), [`FLAGS`], `Config::set` and
-/// `Config::get`, and the preset builders used by [`Preset::config`].
+/// `Config::get`, and the preset builders used by [`Preset::config`].  The flag tables of
+/// README.md and of the policy's module documentation are [`flag_table`]'s rendering of
+/// [`FLAGS`]; `tests/flag_tables.rs` fails when either differs, and
+/// `WAKELAB_UPDATE_FLAG_TABLES=1 cargo test --test flag_tables` rewrites them.
 macro_rules! flags {
     ($(
         $(#[$note:meta])*
@@ -237,6 +248,7 @@ macro_rules! flags {
             $( range: $min:literal ..= $max:literal, $values:literal, $expected:literal; )?
             help: $help:literal;
             cli: $value_name:literal, $cli_help:literal;
+            table: $patch:literal, $status:literal;
         }
     )*) => {
         /// Every behaviour the engine can switch.  `Default` is `mainline`.
@@ -255,6 +267,9 @@ macro_rules! flags {
                 kind: <$ty as FlagType>::KIND,
                 value_name: $value_name,
                 cli_help: $cli_help,
+                range: declared_or!($(Some(($min, $max)))?; <$ty as FlagType>::RANGE),
+                patch: $patch,
+                status: $status,
             },
         )* ];
 
@@ -305,6 +320,9 @@ flags! {
         cli: "BOOL", "Seed 1 (Barry Song, 2021, never merged): the sync-wakeup shortcut that \
                       pulls the wakee to the waker's CPU requires the waker to be a task, not a \
                       softirq/hardirq.";
+        table: "seed 1, Barry Song 2021: a sync wake-up pulls to the waker's CPU only when \
+                the waker is a task, not an interrupt",
+               "never merged";
     }
     newidle_skip_pending_wakeup: bool {
         V5_10: false, V5_14: true;
@@ -314,6 +332,9 @@ flags! {
         cli: "BOOL", "Seed 2 (Rik van Riel, e5e678e4, merged v5.14): a CPU going idle does not \
                       pull work from other CPUs while a wake-up is pending for it \
                       (ttwu_pending).";
+        table: "seed 2, Rik van Riel 2021 (e5e678e4): skip the newly-idle pull while a \
+                wake-up is pending",
+               "v5.14";
     }
     /// When off the engine ignores `CpuSnapshot::nr_delayed`.
     delayed_dequeue: bool {
@@ -323,6 +344,8 @@ flags! {
                (sched_feat DELAY_DEQUEUE). Merged in v6.12.";
         cli: "BOOL", "Delayed dequeue (152e11f6, merged v6.12): sleepers with lag stay counted \
                       in nr_running until the lag elapses.";
+        table: "delayed dequeue (152e11f6): sleepers with lag stay counted on their CPU",
+               "v6.12";
     }
     sync_excludes_delayed: bool {
         V5_10: false, V6_12Y: true, V6_16: true;
@@ -331,6 +354,9 @@ flags! {
                v6.16, backported to 6.12.y. No effect without delayed_dequeue.";
         cli: "BOOL", "Seed 3 (Xuewen Yan, aa3ee4f0, merged v6.16 and 6.12.y): the sync shortcut \
                       counts runnable tasks only (nr_running - delayed == 1).";
+        table: "seed 3, Xuewen Yan 2025 (aa3ee4f0): the sync check counts runnable tasks \
+                only",
+               "v6.16, 6.12.y";
     }
     recent_used: RecentUsedMode {
         V5_10: RecentUsedMode::V510, V5_15: RecentUsedMode::Prev,
@@ -345,6 +371,11 @@ flags! {
                       prev (89aafd67+a7ba8948, v5.15-v6.4, keeps the allowed-mask bug); \
                       prev-fixed (ae2ad293, v6.5+); search-target (Mel's never-merged variant \
                       C); off (ablation).";
+        table: "seed 4, Mel Gorman Dec 2020 patch 3: `off` no recent CPU (an ablation); \
+                `v5.10` the v5.10 behaviour; `prev` 89aafd67 + a7ba8948 (keeps Hillf's \
+                mask-test bug); `prev-fixed` ae2ad293; `search-target` Mel's never-merged idea",
+               "off: no kernel / v5.10: ≤v5.14 / prev: v5.15 / prev-fixed: v6.5, 6.1.y / \
+                search-target: never";
     }
     idle_scan: IdleScan {
         V5_10: IdleScan::ThreeScan, V5_12: IdleScan::SinglePass;
@@ -353,6 +384,9 @@ flags! {
                LLC (merged in v5.12).";
         cli: "FORM", "LLC idle scan: three-scan (v5.10) or single-pass (9fe1f127 + 6cd56ef1, \
                       merged v5.12).";
+        table: "9fe1f127 + 6cd56ef1: one pass over the LLC instead of v5.10's three scans \
+                (idle core, idle CPU, the target's SMT siblings)",
+               "three-scan: ≤v5.11 / single-pass: v5.12";
     }
     idle_candidate: bool {
         V5_10: false, V5_12: true;
@@ -362,6 +396,9 @@ flags! {
         cli: "BOOL", "Seed 4 patch 4 (Mel Gorman; merged v5.12 inside 9fe1f127): a failed \
                       idle-core search returns the first idle CPU it saw. Required by \
                       single-pass.";
+        table: "seed 4 patch 4 (merged inside 9fe1f127): a failed idle-core search returns \
+                the first idle CPU it saw",
+               "v5.12";
     }
     select_idle_smt_prev: bool {
         V5_10: false, V5_13: true;
@@ -370,6 +407,8 @@ flags! {
                LLC scan. Merged in v5.13.";
         cli: "BOOL", "c722f35b (Rik van Riel, merged v5.13): check prev's SMT siblings before \
                       the LLC scan when no idle core is expected.";
+        table: "c722f35b: prev's SMT siblings before the LLC scan",
+               "v5.13";
     }
     scan_skips_target: bool {
         V5_10: false, V5_15: true;
@@ -377,6 +416,8 @@ flags! {
                (56498cfb): the scan starts at target + 1. Merged in v5.15.";
         cli: "BOOL", "56498cfb (Mel Gorman, merged v5.15): the idle-CPU scan starts after the \
                       target.";
+        table: "56498cfb: the idle-CPU scan starts after the target",
+               "v5.15";
     }
     sis: SisMode {
         V5_10: SisMode::Prop, V6_0: SisMode::Util;
@@ -385,6 +426,10 @@ flags! {
                utilisation (70fb5ccf, v6.0; formula approximated, unverified); none = whole LLC.";
         cli: "MODE", "Idle-CPU scan depth: none, prop (SIS_PROP, removed v6.7) or \
                       util (SIS_UTIL, merged v6.0; approximated formula).";
+        table: "`none` the whole LLC; `prop` SIS_PROP (idle estimate per \
+                `sis_prop_wake_avg_idle`); `util` SIS_UTIL (70fb5ccf; formula approximated, see \
+                `--help`)",
+               "none: no kernel / prop: ≤v6.6 / util: v6.0+";
     }
     sis_prop_wake_avg_idle: bool {
         V5_10: false, V5_14: true;
@@ -394,6 +439,9 @@ flags! {
                last left idle, halved for every jiffy since, less the scan cost of each \
                wake-up it made. Before it (v5.10-v5.13): avg_idle / 512.";
         cli: "BOOL", "94aafc3e (merged v5.14): SIS_PROP reads the aged rq->wake_avg_idle.";
+        table: "94aafc3e: SIS_PROP reads the aged `rq->wake_avg_idle` instead of \
+                `avg_idle / 512`",
+               "v5.14";
     }
     /// The kernel measures `cpu_clock()` around the loop; the emulation charges this per CPU.
     sis_prop_cost_per_cpu_ns: u64 {
@@ -402,24 +450,33 @@ flags! {
         help: "SIS_PROP emulation: scan cost charged per CPU examined, folded into the LLC's \
                avg_scan_cost like the kernel's cpu_clock() measurement.";
         cli: "NS", "SIS_PROP emulation: ns charged per CPU examined (>= 1).";
+        table: "SIS_PROP emulation: the scan cost charged per CPU examined (the kernel \
+                measures it)",
+               "emulation";
     }
     sis_prop_cost_fixed_ns: u64 {
         V5_10: 100;
         range: 0..=1_000_000_000, "integer >= 0 (ns)", "an integer number of ns, 0 or more";
         help: "SIS_PROP emulation: fixed cost charged per idle-CPU scan.";
         cli: "NS", "SIS_PROP emulation: ns charged per scan.";
+        table: "SIS_PROP emulation: the scan cost charged per scan",
+               "emulation";
     }
     wa_idle: bool {
         V5_10: true;
         help: "sched_feat WA_IDLE: wake_affine_idle(), decide from idleness and the sync hint. \
                Default on in every kernel.";
         cli: "BOOL", "sched_feat WA_IDLE (on in every kernel).";
+        table: "sched_feat WA_IDLE: `wake_affine_idle()`",
+               "always";
     }
     wa_weight: bool {
         V5_10: true;
         help: "sched_feat WA_WEIGHT: wake_affine_weight(), compare capacity-scaled loads. \
                Default on in every kernel.";
         cli: "BOOL", "sched_feat WA_WEIGHT (on in every kernel).";
+        table: "sched_feat WA_WEIGHT: `wake_affine_weight()`",
+               "always";
     }
     wa_bias: bool {
         V5_10: true;
@@ -427,6 +484,8 @@ flags! {
                imbalance_pct margin more (108 against 100 at imbalance_pct 117), which favours \
                the waker's CPU. Default on in every kernel.";
         cli: "BOOL", "sched_feat WA_BIAS (on in every kernel).";
+        table: "sched_feat WA_BIAS: `wake_affine_weight()` favours the waker's CPU",
+               "always";
     }
     wa_idle_prev_idle: bool {
         V5_10: false, V5_12: true;
@@ -435,6 +494,8 @@ flags! {
                asked. Without it (v5.10) an undecided WA_IDLE falls through to WA_WEIGHT, which \
                can pull the task across nodes.";
         cli: "BOOL", "d8fcb81f (merged v5.11): wake_affine_idle() keeps an idle prev.";
+        table: "d8fcb81f: `wake_affine_idle()` keeps an idle prev before WA_WEIGHT is asked",
+               "v5.11";
     }
     affine_tally_excludes_prev: bool {
         V5_10: false, V6_1Y: true, V6_5: true;
@@ -443,18 +504,25 @@ flags! {
                wake-ups that chose the waker's CPU. Before it, WA_IDLE choosing prev was counted \
                too. Changes the counter only, never the CPU chosen.";
         cli: "BOOL", "39afe5d6 (merged v6.4): nr_wakeups_affine excludes WA_IDLE's prev.";
+        table: "39afe5d6: `nr_wakeups_affine` no longer counts WA_IDLE keeping prev (counter \
+                only)",
+               "v6.4, 5.15.y, 6.1.y";
     }
     imbalance_pct_llc: u32 {
         V5_10: 117;
         range: 100..=1000, "integer 100..=1000", "an integer percentage 100..=1000";
         help: "sd->imbalance_pct of the LLC and wider domains (kernel: 117).";
         cli: "PCT", "imbalance_pct of LLC and wider domains (kernel 117).";
+        table: "domain parameter: `imbalance_pct` of the LLC and wider domains",
+               "always 117";
     }
     imbalance_pct_smt: u32 {
         V5_10: 110;
         range: 100..=1000, "integer 100..=1000", "an integer percentage 100..=1000";
         help: "sd->imbalance_pct of the SMT domain (kernel: 110).";
         cli: "PCT", "imbalance_pct of the SMT domain (kernel 110).";
+        table: "domain parameter: `imbalance_pct` of the SMT domain",
+               "always 110";
     }
     kthread_stacking_requires_task: bool {
         V5_10: false, V5_10Y: true, V6_0: true;
@@ -463,6 +531,9 @@ flags! {
                v5.17, backported to 5.10.y.";
         cli: "BOOL", "8b4e74cc (merged v5.17, in 5.10.y): per-CPU-kthread stacking needs \
                       in_task().";
+        table: "8b4e74cc: per-CPU-kthread stacking in `select_idle_sibling()` needs \
+                `in_task()`",
+               "v5.17, 5.10.y";
     }
 }
 
@@ -619,6 +690,31 @@ pub struct FlagSpec {
     pub value_name: &'static str,
     /// The `--key` option's help, shorter than `help`.
     pub cli_help: &'static str,
+    /// Integers: the values `Config::set` accepts, inclusive; `None` for the others.
+    pub range: Option<(u64, u64)>,
+    /// The flag tables' "patch" cell: the patch it reproduces, with its commit.
+    pub patch: &'static str,
+    /// The flag tables' "status" cell: the kernels that have it.
+    pub status: &'static str,
+}
+
+/// The header of the flag tables.
+const FLAG_TABLE_HEAD: &str =
+    "| flag (`--set KEY=VALUE` or `--KEY VALUE`) | patch | status |\n|---|---|---|\n";
+
+/// The flag table of README.md and of the policy's module documentation, in markdown: one
+/// row per flag of [`FLAGS`], in their order, a choice flag with its values.
+pub fn flag_table() -> String {
+    let mut t = String::from(FLAG_TABLE_HEAD);
+    for f in FLAGS {
+        let mut flag = format!("`{}`", f.key);
+        if let FlagKind::Choice(names) = f.kind {
+            let values: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+            flag = format!("{flag} = {}", values.join(" / "));
+        }
+        t.push_str(&format!("| {flag} | {} | {} |\n", f.patch, f.status));
+    }
+    t
 }
 
 /// A named kernel configuration.

@@ -236,7 +236,7 @@ mod tests {
     /// `total` is what the lists hold after any sequence of events.
     #[test]
     fn the_total_follows_every_change() {
-        let mut r = crate::sim::rng::XorShift::new(11);
+        let mut r = crate::policy::rng::XorShift::new(11);
         let mut dd = DelayedDequeue::new(4, true);
         for step in 0..5_000u64 {
             let pid = r.below(12) as u32;

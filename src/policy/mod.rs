@@ -39,6 +39,12 @@
 //!
 //! DelayedDequeue::new(nr_cpus, enabled): on_sleep(cpu, pid, lag_ns, now) / on_wake(pid)
 //!     / expire(now) / on_cpu_idle(cpu) / nr_delayed(cpu) / apply_to(&mut snaps)
+//!
+//! TraceRecord::new(&topo, &cfg, &llc_states, &snaps, &wakee, &wake_ctx, &d).to_json_line()
+//!     one decision's inputs and outcome, as the agent, the oracle and explain --trace share
+//!     them; TopologyInput::build(read_sysfs), CpuStates::resolve(nr), WakeInput::to_ctx(nr)
+//! rng::XorShift::new(seed): below/chance/pick/jitter; rng::{idle_cpu, busy_counts}
+//!     deterministic draws for whatever drives the engine (the simulator, tests, benchmarks)
 //! ```
 //!
 //! Driving the engine over time (simulator, live agent): keep one `TaskState` per task and
@@ -56,23 +62,32 @@
 //!
 //! ## Flags (declared once, in `config`'s `flags!` table; `config::FLAGS` has the full help texts)
 //!
-//! | flag | seed / commit | status |
+//! Rendered from `FLAGS` by `flag_table()`, as is README.md's; `tests/flag_tables.rs` checks
+//! both, and `WAKELAB_UPDATE_FLAG_TABLES=1 cargo test --test flag_tables` rewrites them.
+//!
+//! | flag (`--set KEY=VALUE` or `--KEY VALUE`) | patch | status |
 //! |---|---|---|
-//! | `sync_requires_task_waker` | seed 1, Barry Song | never merged |
-//! | `newidle_skip_pending_wakeup` | seed 2, e5e678e4 | v5.14 |
-//! | `delayed_dequeue` | 152e11f6 | v6.12 |
-//! | `sync_excludes_delayed` | seed 3, aa3ee4f0 | v6.16, 6.12.y |
-//! | `recent_used` off/v5.10/prev/prev-fixed/search-target | seed 4 patch 3: A, 89aafd67+a7ba8948, ae2ad293, Mel's C | ≤v5.14 / v5.15 / v6.5 / never |
-//! | `idle_scan` three-scan/single-pass | 9fe1f127 + 6cd56ef1 | v5.12 |
-//! | `idle_candidate` | seed 4 patch 4 (in 9fe1f127) | v5.12 |
-//! | `select_idle_smt_prev` | c722f35b | v5.13 |
-//! | `scan_skips_target` | 56498cfb | v5.15 |
-//! | `sis` none/prop/util | SIS_PROP / 70fb5ccf SIS_UTIL | prop ≤v6.6, util v6.0+ |
-//! | `sis_prop_wake_avg_idle` | 94aafc3e | v5.14 |
-//! | `wa_idle_prev_idle` | d8fcb81f | v5.11 |
-//! | `affine_tally_excludes_prev` | 39afe5d6 (counter only) | v6.4, 5.15.y, 6.1.y |
-//! | `wa_idle`, `wa_weight`, `wa_bias`, `imbalance_pct_{llc,smt}` | sched_feats, sd | always |
-//! | `kthread_stacking_requires_task` | 8b4e74cc | v5.17, 5.10.y |
+//! | `sync_requires_task_waker` | seed 1, Barry Song 2021: a sync wake-up pulls to the waker's CPU only when the waker is a task, not an interrupt | never merged |
+//! | `newidle_skip_pending_wakeup` | seed 2, Rik van Riel 2021 (e5e678e4): skip the newly-idle pull while a wake-up is pending | v5.14 |
+//! | `delayed_dequeue` | delayed dequeue (152e11f6): sleepers with lag stay counted on their CPU | v6.12 |
+//! | `sync_excludes_delayed` | seed 3, Xuewen Yan 2025 (aa3ee4f0): the sync check counts runnable tasks only | v6.16, 6.12.y |
+//! | `recent_used` = `off` / `v5.10` / `prev` / `prev-fixed` / `search-target` | seed 4, Mel Gorman Dec 2020 patch 3: `off` no recent CPU (an ablation); `v5.10` the v5.10 behaviour; `prev` 89aafd67 + a7ba8948 (keeps Hillf's mask-test bug); `prev-fixed` ae2ad293; `search-target` Mel's never-merged idea | off: no kernel / v5.10: ≤v5.14 / prev: v5.15 / prev-fixed: v6.5, 6.1.y / search-target: never |
+//! | `idle_scan` = `three-scan` / `single-pass` | 9fe1f127 + 6cd56ef1: one pass over the LLC instead of v5.10's three scans (idle core, idle CPU, the target's SMT siblings) | three-scan: ≤v5.11 / single-pass: v5.12 |
+//! | `idle_candidate` | seed 4 patch 4 (merged inside 9fe1f127): a failed idle-core search returns the first idle CPU it saw | v5.12 |
+//! | `select_idle_smt_prev` | c722f35b: prev's SMT siblings before the LLC scan | v5.13 |
+//! | `scan_skips_target` | 56498cfb: the idle-CPU scan starts after the target | v5.15 |
+//! | `sis` = `none` / `prop` / `util` | `none` the whole LLC; `prop` SIS_PROP (idle estimate per `sis_prop_wake_avg_idle`); `util` SIS_UTIL (70fb5ccf; formula approximated, see `--help`) | none: no kernel / prop: ≤v6.6 / util: v6.0+ |
+//! | `sis_prop_wake_avg_idle` | 94aafc3e: SIS_PROP reads the aged `rq->wake_avg_idle` instead of `avg_idle / 512` | v5.14 |
+//! | `sis_prop_cost_per_cpu_ns` | SIS_PROP emulation: the scan cost charged per CPU examined (the kernel measures it) | emulation |
+//! | `sis_prop_cost_fixed_ns` | SIS_PROP emulation: the scan cost charged per scan | emulation |
+//! | `wa_idle` | sched_feat WA_IDLE: `wake_affine_idle()` | always |
+//! | `wa_weight` | sched_feat WA_WEIGHT: `wake_affine_weight()` | always |
+//! | `wa_bias` | sched_feat WA_BIAS: `wake_affine_weight()` favours the waker's CPU | always |
+//! | `wa_idle_prev_idle` | d8fcb81f: `wake_affine_idle()` keeps an idle prev before WA_WEIGHT is asked | v5.11 |
+//! | `affine_tally_excludes_prev` | 39afe5d6: `nr_wakeups_affine` no longer counts WA_IDLE keeping prev (counter only) | v6.4, 5.15.y, 6.1.y |
+//! | `imbalance_pct_llc` | domain parameter: `imbalance_pct` of the LLC and wider domains | always 117 |
+//! | `imbalance_pct_smt` | domain parameter: `imbalance_pct` of the SMT domain | always 110 |
+//! | `kthread_stacking_requires_task` | 8b4e74cc: per-CPU-kthread stacking in `select_idle_sibling()` needs `in_task()` | v5.17, 5.10.y |
 //!
 //! ## Not modelled
 //! Asymmetric capacity (`select_idle_capacity`, `asym_fits_cpu`), clusters (v6.7), EAS,
@@ -111,13 +126,15 @@ pub mod delayed;
 pub mod engine;
 pub mod idle_scan;
 pub mod pelt;
+pub mod rng;
 pub mod rules;
 pub mod topology;
+pub mod trace;
 pub mod types;
 
 pub use config::{
     Config, ConfigError, FLAGS, FlagKind, FlagSpec, FlagType, FlagValue, IdleScan, PRESET_NAMES,
-    PRESETS, PolicySpec, Preset, RecentUsedMode, SisMode,
+    PRESETS, PolicySpec, Preset, RecentUsedMode, SisMode, flag_table,
 };
 pub use counters::Counters;
 pub use cpuset::{CpuSet, MAX_CPUS};
@@ -130,6 +147,10 @@ pub use rules::{Rule, RuleChain};
 pub use topology::{
     CpuDesc, Distance, DomainLevel, SCHED_CAPACITY_SCALE, Shape, Topology, TopologyError,
     TopologySpec,
+};
+pub use trace::{
+    CpuBase, CpuState, CpuStateMap, CpuStateValue, CpuStates, DEFAULT_WAKER_PID, LlcStateInput,
+    TopologyInput, TraceRecord, WakeInput, WakeKind, parse_shape, policy_spec_of,
 };
 pub use types::{
     CpuSnapshot, TaskState, WAKE_EXEC, WAKE_FORK, WAKE_SYNC, WAKE_TTWU, WakeCtx, WakerContext,

@@ -1,11 +1,9 @@
-//! Helpers shared by the policy's test modules: scenario builders, and the simulator's
-//! deterministic random generator.
+//! Helpers shared by the policy's test modules: scenario builders, and the deterministic
+//! random generator the property tests draw from.
 
 use super::*;
 
-/// The simulator's deterministic generator, and its idle and busy CPU draws, serve the
-/// property tests too.
-pub use crate::sim::rng::{self, XorShift};
+pub use super::rng::{self, XorShift};
 
 pub fn shape(nodes: usize, llcs: usize, cores: usize, threads: usize) -> Topology {
     Topology::from_shape(nodes, llcs, cores, threads).unwrap()

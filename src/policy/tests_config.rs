@@ -159,15 +159,51 @@ fn the_flag_table_is_complete() {
             ("help", f.help),
             ("value_name", f.value_name),
             ("cli_help", f.cli_help),
+            ("patch", f.patch),
+            ("status", f.status),
         ] {
             assert!(!s.trim().is_empty(), "{}: empty {what}", f.key);
+        }
+        // a table cell is one line of markdown
+        for cell in [f.patch, f.status] {
+            assert!(!cell.contains(['|', '\n']), "{}: {cell:?}", f.key);
         }
         // integer flags declare their range's wording; the types' defaults are placeholders
         assert_ne!(f.values, "integer", "{}: no range declared", f.key);
         if let FlagKind::Choice(names) = f.kind {
             assert_eq!(f.values, names.join("|"), "{}", f.key);
         }
+        // the range is what `set` accepts, at both ends and no further
+        match (f.kind, f.range) {
+            (FlagKind::U32 | FlagKind::U64, Some((lo, hi))) => {
+                let mut c = Config::default();
+                c.set(f.key, &lo.to_string()).unwrap();
+                c.set(f.key, &hi.to_string()).unwrap();
+                if lo > 0 {
+                    assert!(c.set(f.key, &(lo - 1).to_string()).is_err(), "{}", f.key);
+                }
+                assert!(
+                    c.set(f.key, &(hi as u128 + 1).to_string()).is_err(),
+                    "{}",
+                    f.key
+                );
+            }
+            (FlagKind::Bool | FlagKind::Choice(_), None) => {}
+            (kind, range) => panic!("{}: {kind:?} with range {range:?}", f.key),
+        }
     }
+}
+
+#[test]
+fn the_flag_table_has_a_row_per_flag() {
+    let t = flag_table();
+    let rows: Vec<&str> = t.lines().skip(2).collect();
+    assert_eq!(rows.len(), FLAGS.len(), "{t}");
+    for (row, f) in rows.iter().zip(FLAGS) {
+        assert!(row.starts_with(&format!("| `{}`", f.key)), "{row}");
+        assert_eq!(row.matches(" | ").count(), 2, "{row}");
+    }
+    assert!(t.contains("| `sis` = `none` / `prop` / `util` |"), "{t}");
 }
 
 #[test]

@@ -1450,7 +1450,7 @@ fn idle_core_hints_match_the_mask_definition() {
         holes.set_online(c, false).unwrap();
     }
     topos.push(holes);
-    let mut r = crate::sim::rng::XorShift::new(3);
+    let mut r = super::rng::XorShift::new(3);
     for topo in &topos {
         let n = topo.nr_cpus();
         let mut e = engine(topo, "mainline");

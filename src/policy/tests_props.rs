@@ -1,5 +1,6 @@
 //! Property tests over random topologies, snapshots, tasks and wake contexts, for every
-//! preset, driven by the deterministic xorshift generator in `test_util`.
+//! preset with overrides of any flag, driven by the deterministic xorshift generator in
+//! `test_util`.
 
 use super::test_util::*;
 use super::*;
@@ -114,42 +115,36 @@ fn random_wake(r: &mut XorShift, topo: &Topology, waker: TaskState) -> WakeCtx {
     }
 }
 
-fn random_overrides(r: &mut XorShift) -> Vec<String> {
-    let pool: &[&str] = &[
-        "sync_requires_task_waker=true",
-        "sync_requires_task_waker=false",
-        "newidle_skip_pending_wakeup=true",
-        "delayed_dequeue=true",
-        "delayed_dequeue=false",
-        "sync_excludes_delayed=true",
-        "sync_excludes_delayed=false",
-        "recent_used=off",
-        "recent_used=v5.10",
-        "recent_used=prev",
-        "recent_used=prev-fixed",
-        "recent_used=search-target",
-        "idle_scan=three-scan",
-        "idle_candidate=true",
-        "select_idle_smt_prev=true",
-        "select_idle_smt_prev=false",
-        "scan_skips_target=true",
-        "scan_skips_target=false",
-        "sis=none",
-        "sis=prop",
-        "sis=util",
-        "wa_idle=false",
-        "wa_weight=false",
-        "wa_bias=false",
-        "imbalance_pct_llc=125",
-        "imbalance_pct_smt=100",
-        "kthread_stacking_requires_task=true",
-        "kthread_stacking_requires_task=false",
-        "sis_prop_cost_per_cpu_ns=1",
-        "sis_prop_cost_fixed_ns=0",
-    ];
-    (0..r.below(4)).map(|_| r.pick(pool).to_string()).collect()
+/// A value for flag `f`, from what its type accepts: either boolean, any of a choice's
+/// names, an integer at either end of its range or anywhere inside it.
+fn random_value(r: &mut XorShift, f: &FlagSpec) -> String {
+    match f.kind {
+        FlagKind::Bool => r.pick(&["true", "false"]).to_string(),
+        FlagKind::Choice(names) => r.pick(names).to_string(),
+        FlagKind::U32 | FlagKind::U64 => {
+            let (lo, hi) = f.range.expect("an integer flag has a range");
+            match r.below(4) {
+                0 => lo,
+                1 => hi,
+                _ => lo + r.below((hi - lo).saturating_add(1)),
+            }
+            .to_string()
+        }
+    }
 }
 
+/// Up to three `key=value` overrides, each of any flag in [`FLAGS`]: a new flag is drawn
+/// without editing this.
+fn random_overrides(r: &mut XorShift) -> Vec<String> {
+    (0..r.below(4))
+        .map(|_| {
+            let f = r.pick(FLAGS);
+            format!("{}={}", f.key, random_value(r, f))
+        })
+        .collect()
+}
+
+/// A preset with random overrides; combinations `Config::validate` refuses are drawn again.
 fn random_config(r: &mut XorShift) -> Config {
     loop {
         let preset = *r.pick(PRESET_NAMES);
@@ -527,4 +522,28 @@ fn prop_newidle_pull_is_sound() {
         }
         assert!(!d.chain.is_empty());
     });
+}
+
+/// The configurations above reach every flag, and every value of the flags with few.
+#[test]
+fn random_configs_reach_every_flag() {
+    let mut r = XorShift::new(8);
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..5_000 {
+        seen.extend(random_overrides(&mut r));
+    }
+    for f in FLAGS {
+        let values: Vec<String> = match f.kind {
+            FlagKind::Bool => vec!["true".into(), "false".into()],
+            FlagKind::Choice(names) => names.iter().map(|n| n.to_string()).collect(),
+            FlagKind::U32 | FlagKind::U64 => {
+                let (lo, hi) = f.range.unwrap();
+                vec![lo.to_string(), hi.to_string()]
+            }
+        };
+        for v in values {
+            let kv = format!("{}={v}", f.key);
+            assert!(seen.contains(&kv), "{kv} never drawn");
+        }
+    }
 }

@@ -9,15 +9,14 @@
 //! newly-idle pulls and skips, and a latency proxy (wake-to-run time).  `--compare` runs
 //! several flag settings on the same seed side by side.
 //!
-//! Pure and deterministic: virtual time, one xorshift generator seeded by `--seed`, no
-//! wall clock, no threads.  The model and its simplifications are documented in
-//! [`world`]; the workloads in [`spec::Workload`].
+//! Pure and deterministic: virtual time, one xorshift generator (`policy::rng`) seeded by
+//! `--seed`, no wall clock, no threads.  The model and its simplifications are documented
+//! in [`world`]; the workloads in [`spec::Workload`].
 //!
 //! From tests: build a [`SimSpec`] (e.g. `SimSpec::new(Workload::by_name("softirq-rr")?)`),
 //! set `config`, `shape`, `duration_ns`, and call [`run_workload`].
 
 pub mod report;
-pub mod rng;
 pub mod spec;
 pub mod world;
 
@@ -156,7 +155,7 @@ pub fn specs_from_args(a: &SimArgs) -> Result<Vec<SimSpec>, String> {
     let mut workload = Workload::by_name(&a.workload)
         .ok_or_else(|| format!("--workload: unknown workload '{}'", a.workload))?;
     let shape = match &a.topology {
-        Some(t) => crate::explain::parse_shape(t).map_err(|e| format!("--topology: {e}"))?,
+        Some(t) => crate::policy::parse_shape(t).map_err(|e| format!("--topology: {e}"))?,
         None => workload.default_shape(),
     };
     let config = Config::from_preset_with(&a.preset, &a.set).map_err(|e| e.to_string())?;

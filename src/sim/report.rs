@@ -158,7 +158,7 @@ impl SimReport {
             p99_us: us(percentile(l, 0.99)),
             max_us: us(l.last().copied().unwrap_or(0)),
         };
-        let spec_policy = super::super::explain::policy_spec_of(&spec.config);
+        let spec_policy = crate::policy::policy_spec_of(&spec.config);
         let mut policy = spec_policy.preset.clone();
         for (k, v) in &spec_policy.set {
             let _ = write!(policy, " {k}={v}");

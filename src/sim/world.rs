@@ -48,9 +48,9 @@ use crate::policy::{
     Topology, WAKE_FORK, WAKE_SYNC, WAKE_TTWU, WakeCtx, WakerContext,
 };
 
-use super::rng::XorShift;
 use super::spec::{HackbenchMode, ModelParams, SimSpec, Workload};
 use crate::policy::pelt;
+use crate::policy::rng::XorShift;
 
 /// `2 * sysctl_sched_migration_cost`, the cap of `rq->avg_idle`.
 const AVG_IDLE_MAX_NS: u64 = 1_000_000;

@@ -1,9 +1,11 @@
-//! The simulator's only source of randomness: xorshift64* seeded by `--seed`, so one seed
-//! always gives the same run (no wall clock, no OS entropy).  The policy's property tests
-//! and the decision benchmark draw their machine states from it too, through the CPU
-//! helpers below, so both describe an idle or a busy CPU the same way.
+//! A small deterministic random generator, xorshift64*: the same seed always gives the same
+//! draws (no wall clock, no OS entropy).  The engine never draws; this is for whatever
+//! drives it: the simulator (its only source of randomness, seeded by `--seed`), the
+//! policy's property tests, the decision benchmark and the agent's decision-cost driver.
+//! The first two draw machine states through the CPU helpers below, so both describe an
+//! idle or a busy CPU the same way.
 
-use crate::policy::CpuSnapshot;
+use super::CpuSnapshot;
 
 /// xorshift64* (Vigna): small, fast and good enough to jitter service times.
 #[derive(Clone, Debug)]

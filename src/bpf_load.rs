@@ -1,4 +1,6 @@
-//! libbpf's messages, kept so that a failed load can say why.
+//! What the two commands that load BPF share, the scheduler (src/live, in the binary) and
+//! `oracle record`: the root check that comes first, and libbpf's messages, kept so that a
+//! failed load can say why.
 //!
 //! The verifier explains a rejected program in libbpf's log, at warning
 //! level, hundreds of lines long. We keep the tail in memory, forward all of
@@ -8,7 +10,19 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
+use anyhow::{Result, bail};
 use libbpf_rs::PrintLevel;
+
+/// Loading BPF needs root; checked first, before any path or kernel state, so that a
+/// non-root user hears the one thing to change.
+pub fn check_root(euid: u32) -> Result<()> {
+    if euid != 0 {
+        bail!(
+            "scx_wakelab must run as root: loading a BPF scheduler needs CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN"
+        );
+    }
+    Ok(())
+}
 
 const KEEP_LINES: usize = 400;
 

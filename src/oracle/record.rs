@@ -1,20 +1,33 @@
 //! `scx_wakelab oracle record`: load bpf/oracle.bpf.c beside whatever scheduler runs, and
 //! write each fair-class placement it reports as a decision trace line
-//! (`scx_wakelab::oracle::Sample::to_trace`).  The only Rust code that touches the oracle's
-//! raw records (`bpf/oracle.h`, through bindgen).
+//! ([`Sample::to_trace`]).  The only Rust code that touches the oracle's raw records
+//! (`bpf/oracle.h`, through bindgen).
+//!
+//! [`record`] in steps: find what this kernel and machine need (the hook's form, the
+//! topology, the preset to replay with), load and attach the program, start the writer
+//! thread, drain the ring until the time is up or Ctrl-C, then log the summary.  It runs
+//! in the scheduler's binary (`scx_wakelab-offline` refuses it, see [`super::run`]), on
+//! its fixed heap, which bounds what may wait for the writer.
 
+use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::mem::MaybeUninit;
 use std::path::Path;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use libbpf_rs::OpenObject;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use scx_wakelab::oracle::{
-    Sample, SampleCpu, SampleLlc, SampleTask, preset_for_release, topology_input,
-};
+
+use super::{Sample, SampleCpu, SampleLlc, SampleTask, preset_for_release};
+use crate::bpf_load;
+use crate::policy::{Topology, TopologyInput};
+use crate::trace_file::{Overwrite, check_trace_path, open_trace_file};
 
 mod intf {
     #![allow(
@@ -195,18 +208,51 @@ fn release() -> String {
         .unwrap_or_default()
 }
 
+/// What a recording on this kernel and machine needs, found before anything is loaded.
+struct Target {
+    /// How many parameters the hook takes (3 or 4).
+    arity: usize,
+    topo: Topology,
+    release: String,
+    /// The preset records are replayed with, and how sure that is.
+    preset: &'static str,
+    why: &'static str,
+}
+
 /// Records for `seconds` (or until Ctrl-C) into `out` (`-`: standard output).
 pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
-    super::env_checks::check_root(unsafe { libc::geteuid() })?;
+    bpf_load::check_root(unsafe { libc::geteuid() })?;
     let to_stdout = out.as_os_str() == "-";
-    let overwrite = super::Overwrite {
+    let overwrite = Overwrite {
         allowed: overwrite,
         flag: "--overwrite",
     };
     // The trace file's own checks, before anything is loaded.
     if !to_stdout {
-        super::check_trace_path(out, overwrite)?;
+        check_trace_path(out, overwrite)?;
     }
+    let target = find_target()?;
+    let mut open_object = MaybeUninit::uninit();
+    let skel = load_and_attach(&mut open_object, &target)?;
+
+    let sink: Box<dyn Write + Send> = if to_stdout {
+        Box::new(std::io::stdout())
+    } else {
+        Box::new(open_trace_file(out, overwrite)?)
+    };
+    let (tx, writer) = spawn_writer(sink, &target);
+    let unreadable = drain(&skel, &target, seconds, tx)?;
+    let (written, refused) = match writer.join() {
+        Ok(r) => r.with_context(|| format!("writing {}", out.display()))?,
+        Err(_) => bail!("the oracle's writer thread failed"),
+    };
+    log_summary(&skel, out, written, unreadable + refused);
+    Ok(())
+}
+
+/// The kernel's hook, the machine's topology and the preset to replay with; an error if
+/// the oracle cannot record here.
+fn find_target() -> Result<Target> {
     if !Path::new(BTF_PATH).exists() {
         bail!("this kernel has no BTF ({BTF_PATH} is missing): the oracle cannot attach");
     }
@@ -216,7 +262,7 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
             "{HOOK} takes {arity} parameters here; the oracle knows the 3- and 4-parameter forms"
         );
     }
-    let topo = scx_wakelab::oracle::sysfs::topology_from_sys(Path::new("/sys/devices/system"))
+    let topo = super::sysfs::topology_from_sys(Path::new("/sys/devices/system"))
         .map_err(|e| anyhow!("reading the CPU topology: {e}"))?;
     let nr = topo.nr_cpus();
     if nr > intf::oracle_consts_ORACLE_MAX_CPUS as usize {
@@ -225,17 +271,30 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
             intf::oracle_consts_ORACLE_MAX_CPUS
         );
     }
-    let rel = release();
-    let (preset, why) = preset_for_release(&rel);
+    let release = release();
+    let (preset, why) = preset_for_release(&release);
+    Ok(Target {
+        arity,
+        topo,
+        release,
+        preset,
+        why,
+    })
+}
 
-    super::libbpf_log::install();
-    let mut open_object = MaybeUninit::uninit();
+/// Opens bpf/oracle.bpf.c with the kernel's addresses filled in and the programs of the
+/// hook's form chosen, loads it and attaches it.
+fn load_and_attach<'obj>(
+    open_object: &'obj mut MaybeUninit<OpenObject>,
+    target: &Target,
+) -> Result<skel::OracleSkel<'obj>> {
+    bpf_load::install();
     let mut open = skel::OracleSkelBuilder::default()
-        .open(&mut open_object)
+        .open(open_object)
         .context("opening the oracle's BPF object")?;
     let k = ksyms()?;
     if let Some(r) = open.maps.rodata_data.as_deref_mut() {
-        r.nr_cpus = nr as u32;
+        r.nr_cpus = target.topo.nr_cpus() as u32;
         r.ksym_per_cpu_offset = k.per_cpu_offset;
         r.ksym_runqueues = k.runqueues;
         r.ksym_sd_llc_shared = k.sd_llc_shared;
@@ -244,138 +303,162 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
         r.ksym_pcpu_hot = k.pcpu_hot;
         r.ksym_jiffies = k.jiffies;
     }
-    let three = arity == 3;
+    let three = target.arity == 3;
     open.progs.oracle_enter3.set_autoload(three);
     open.progs.oracle_exit3.set_autoload(three);
     open.progs.oracle_enter4.set_autoload(!three);
     open.progs.oracle_exit4.set_autoload(!three);
-    let mut skel = open.load().map_err(|e| {
-        if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
-            return anyhow!(
-                "the kernel does not let this process load BPF (EPERM): the oracle needs root \
-                 with CAP_BPF and CAP_PERFMON, and no lockdown or seccomp policy against BPF"
-            );
-        }
-        let lines = super::libbpf_log::tail();
-        match super::libbpf_log::verifier_reason(&lines) {
-            Some(r) => anyhow!("the kernel refused the oracle's BPF program: {r}"),
-            // libbpf's last line only says the skeleton failed; the one before says why.
-            None => match lines
-                .iter()
-                .rev()
-                .map(|l| l.trim())
-                .find(|l| !l.is_empty() && !l.contains("failed to load BPF skeleton"))
-            {
-                Some(l) => anyhow!(
-                    "loading the oracle's BPF program failed: {e} ({})",
-                    l.trim()
-                ),
-                None => anyhow!("loading the oracle's BPF program failed: {e}"),
-            },
-        }
-    })?;
+    let mut skel = open.load().map_err(load_error)?;
     skel.attach()
         .with_context(|| format!("attaching to {HOOK} (fentry/fexit)"))?;
+    Ok(skel)
+}
 
-    let sink: Box<dyn Write + Send> = if to_stdout {
-        Box::new(std::io::stdout())
-    } else {
-        Box::new(super::open_trace_file(out, overwrite)?)
-    };
-    // The ring is drained here; records become JSON lines in a writer thread, so that a
-    // slow disk or the conversion does not leave the ring to fill.  A full queue stalls
-    // the drain: records are then lost in BPF, and counted there.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Vec<Sample>)>(QUEUED_BATCHES);
-    let writer = {
-        let (topo, ti, preset) = (topo.clone(), topology_input(&topo), preset.to_string());
-        std::thread::spawn(move || -> std::io::Result<(u64, u64)> {
-            let mut w = std::io::BufWriter::with_capacity(1 << 20, sink);
-            let (mut written, mut refused) = (0u64, 0u64);
-            for (hz, batch) in rx {
-                for s in &batch {
-                    match s.to_trace(written, &topo, &ti, &preset, hz) {
-                        Ok(rec) => {
-                            let mut line = rec.to_json_line();
-                            line.push('\n');
-                            w.write_all(line.as_bytes())?;
-                            written += 1;
-                        }
-                        Err(_) => refused += 1,
-                    }
-                }
-            }
-            w.flush()?;
-            Ok((written, refused))
-        })
-    };
-    let inbox: std::rc::Rc<std::cell::RefCell<Vec<Sample>>> = Default::default();
-    let unreadable = std::rc::Rc::new(std::cell::Cell::new(0u64));
-    let mut hz = 0u64;
-    {
-        let mut rbb = libbpf_rs::RingBufferBuilder::new();
-        let (sink_in, bad) = (inbox.clone(), unreadable.clone());
-        rbb.add(&skel.maps.records, move |data: &[u8]| {
-            match parse(data) {
-                Some(s) => sink_in.borrow_mut().push(s),
-                None => bad.set(bad.get() + 1),
-            }
-            0
-        })?;
-        let ring = rbb.build()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
-            .context("installing the Ctrl-C/SIGTERM handler")?;
-        log::info!(
-            "oracle: recording {HOOK} ({arity} parameters) on {rel}, {nr} CPUs, for {seconds}s; \
-             replay preset {preset} ({why})"
+/// Why the kernel refused the program, in one line: the verifier's reason, or the line
+/// of libbpf's log that says it.
+fn load_error(e: libbpf_rs::Error) -> anyhow::Error {
+    if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+        return anyhow!(
+            "the kernel does not let this process load BPF (EPERM): the oracle needs root \
+             with CAP_BPF and CAP_PERFMON, and no lockdown or seccomp policy against BPF"
         );
-        let end = Instant::now() + Duration::from_secs(seconds);
-        let mut last = false;
-        'record: loop {
-            if !last {
-                wait_readable(ring.epoll_fd(), 100)?;
-            }
-            // At most BATCH records per read: the scheduler's heap is fixed, so what waits
-            // for the writer is bounded (BATCH x the channel's capacity); beyond that the
-            // ring fills and BPF counts what it loses.
-            loop {
-                let n = ring.consume_raw_n(BATCH);
-                if n < 0 {
-                    bail!("reading the oracle's ring failed: {n}");
-                }
-                let batch = std::mem::take(&mut *inbox.borrow_mut());
-                if !batch.is_empty() && hz == 0 {
-                    // Set by BPF before its first record; 0 where libbpf found no config.
-                    hz = skel
-                        .maps
-                        .bss_data
-                        .as_deref()
-                        .map_or(0, |b| b.kernel_hz as u64);
-                    if hz == 0 {
-                        log::warn!("oracle: the kernel's CONFIG_HZ is unknown; assuming 250");
-                        hz = 250;
+    }
+    let lines = bpf_load::tail();
+    match bpf_load::verifier_reason(&lines) {
+        Some(r) => anyhow!("the kernel refused the oracle's BPF program: {r}"),
+        // libbpf's last line only says the skeleton failed; the one before says why.
+        None => match lines
+            .iter()
+            .rev()
+            .map(|l| l.trim())
+            .find(|l| !l.is_empty() && !l.contains("failed to load BPF skeleton"))
+        {
+            Some(l) => anyhow!(
+                "loading the oracle's BPF program failed: {e} ({})",
+                l.trim()
+            ),
+            None => anyhow!("loading the oracle's BPF program failed: {e}"),
+        },
+    }
+}
+
+/// Batches of samples on their way to the writer, each with the kernel's tick rate.
+type Batches = SyncSender<(u64, Vec<Sample>)>;
+
+/// The writer thread: turns samples into trace lines and writes them to `sink`; returns
+/// how many it wrote and how many could not become a record.  Records become JSON lines
+/// here, not where the ring is drained, so that a slow disk or the conversion does not
+/// leave the ring to fill.  A full queue stalls the drain: records are then lost in BPF,
+/// and counted there.
+fn spawn_writer(
+    sink: Box<dyn Write + Send>,
+    target: &Target,
+) -> (Batches, JoinHandle<std::io::Result<(u64, u64)>>) {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Vec<Sample>)>(QUEUED_BATCHES);
+    let topo = target.topo.clone();
+    let ti = TopologyInput::from_topology(&topo);
+    let preset = target.preset.to_string();
+    let writer = std::thread::spawn(move || -> std::io::Result<(u64, u64)> {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, sink);
+        let (mut written, mut refused) = (0u64, 0u64);
+        for (hz, batch) in rx {
+            for s in &batch {
+                match s.to_trace(written, &topo, &ti, &preset, hz) {
+                    Ok(rec) => {
+                        let mut line = rec.to_json_line();
+                        line.push('\n');
+                        w.write_all(line.as_bytes())?;
+                        written += 1;
                     }
-                }
-                if !batch.is_empty() && tx.send((hz, batch)).is_err() {
-                    break 'record; // the writer stopped: its error is reported below
-                }
-                if (n as usize) < BATCH {
-                    break;
+                    Err(_) => refused += 1,
                 }
             }
-            if last {
+        }
+        w.flush()?;
+        Ok((written, refused))
+    });
+    (tx, writer)
+}
+
+/// Drains the oracle's ring into `tx` for `seconds`, or until Ctrl-C/SIGTERM or the
+/// writer stops, then once more; returns how many ring entries were not whole records.
+/// Dropping `tx` on return ends the writer.
+fn drain(skel: &skel::OracleSkel<'_>, target: &Target, seconds: u64, tx: Batches) -> Result<u64> {
+    let inbox: Rc<RefCell<Vec<Sample>>> = Default::default();
+    let unreadable = Rc::new(Cell::new(0u64));
+    let mut rbb = libbpf_rs::RingBufferBuilder::new();
+    let (sink_in, bad) = (inbox.clone(), unreadable.clone());
+    rbb.add(&skel.maps.records, move |data: &[u8]| {
+        match parse(data) {
+            Some(s) => sink_in.borrow_mut().push(s),
+            None => bad.set(bad.get() + 1),
+        }
+        0
+    })?;
+    let ring = rbb.build()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
+        .context("installing the Ctrl-C/SIGTERM handler")?;
+    let (arity, rel, nr) = (target.arity, &target.release, target.topo.nr_cpus());
+    let (preset, why) = (target.preset, target.why);
+    log::info!(
+        "oracle: recording {HOOK} ({arity} parameters) on {rel}, {nr} CPUs, for {seconds}s; \
+         replay preset {preset} ({why})"
+    );
+    let end = Instant::now() + Duration::from_secs(seconds);
+    let mut hz = 0u64;
+    let mut last = false;
+    'record: loop {
+        if !last {
+            wait_readable(ring.epoll_fd(), 100)?;
+        }
+        // At most BATCH records per read: the scheduler's heap is fixed, so what waits
+        // for the writer is bounded (BATCH x the channel's capacity); beyond that the
+        // ring fills and BPF counts what it loses.
+        loop {
+            let n = ring.consume_raw_n(BATCH);
+            if n < 0 {
+                bail!("reading the oracle's ring failed: {n}");
+            }
+            let batch = std::mem::take(&mut *inbox.borrow_mut());
+            if !batch.is_empty() && hz == 0 {
+                hz = kernel_hz(skel);
+            }
+            if !batch.is_empty() && tx.send((hz, batch)).is_err() {
+                break 'record; // the writer stopped: its error is reported by its join
+            }
+            if (n as usize) < BATCH {
                 break;
             }
-            last = Instant::now() >= end || stop.load(Ordering::Relaxed);
         }
+        if last {
+            break;
+        }
+        last = Instant::now() >= end || stop.load(Ordering::Relaxed);
     }
-    drop(tx);
-    let (written, refused) = match writer.join() {
-        Ok(r) => r.with_context(|| format!("writing {}", out.display()))?,
-        Err(_) => bail!("the oracle's writer thread failed"),
-    };
-    unreadable.set(unreadable.get() + refused);
+    Ok(unreadable.get())
+}
+
+/// The kernel's CONFIG_HZ, which BPF sets before its first record; 0 where libbpf found
+/// no config, so then the usual 250 with a warning.
+fn kernel_hz(skel: &skel::OracleSkel<'_>) -> u64 {
+    let hz = skel
+        .maps
+        .bss_data
+        .as_deref()
+        .map_or(0, |b| b.kernel_hz as u64);
+    if hz == 0 {
+        log::warn!("oracle: the kernel's CONFIG_HZ is unknown; assuming 250");
+        return 250;
+    }
+    hz
+}
+
+/// The recording's last line: what was written where, and what was lost on the way
+/// (`unreadable`: ring entries that were no record, and samples no trace line could be
+/// made of).
+fn log_summary(skel: &skel::OracleSkel<'_>, out: &Path, written: u64, unreadable: u64) {
     let bss = skel.maps.bss_data.as_deref();
     let full = bss.map_or(0, |b| b.nr_ring_full);
     let unpaired = bss.map_or(0, |b| b.nr_exit_unpaired);
@@ -383,16 +466,15 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
         "oracle: {} placements written to {}; {} lost to a full ring, {} unreadable, {} exits \
          without their entry",
         written,
-        if to_stdout {
+        if out.as_os_str() == "-" {
             "standard output".to_string()
         } else {
             out.display().to_string()
         },
         full,
-        unreadable.get(),
+        unreadable,
         unpaired
     );
-    Ok(())
 }
 
 #[cfg(test)]
