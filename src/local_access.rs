@@ -319,7 +319,13 @@ fn why_dirs_cannot_be_made(path: &Path) -> Option<String> {
             Ok(_) => {
                 return Some(format!("{} is not a directory", crate::exit::quote_path(d)));
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => dir = d.parent(),
+            // ENOTDIR: an ancestor further up is a file, named when reached.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    || e.raw_os_error() == Some(libc::ENOTDIR) =>
+            {
+                dir = d.parent()
+            }
             Err(e) => return Some(format!("{}: {e}", crate::exit::quote_path(d))),
         }
     }

@@ -25,7 +25,7 @@ RC=$?
 if [ $RC -ne 0 ] && grep -q 'already running' /tmp/second.log; then pass error_another_scheduler_running
 else fail error_another_scheduler_running "rc=$RC: $(head -c 300 /tmp/second.log)"; fi
 # With sockets of its own, the second instance reaches the kernel's state.
-/usr/local/bin/timeout 20 scx_wakelab --socket /tmp/second.sock --stats-socket /tmp/second.stats >/tmp/second-own-socket.log 2>&1
+/usr/local/bin/timeout 20 scx_wakelab --socket /tmp/second.sock >/tmp/second-own-socket.log 2>&1
 RC=$?
 if [ $RC -ne 0 ] && grep -q 'another sched_ext scheduler is already running (wakelab' /tmp/second-own-socket.log; then
     pass error_another_scheduler_running_own_socket
