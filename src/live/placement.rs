@@ -377,11 +377,24 @@ impl Placer {
         if msg.is_wakeup
             && let Some(cpu) = self.delayed.on_wake(pid)
         {
-            self.take_slot(cpu);
-            return Placement {
-                cpu,
-                outcome: Outcome::DelayedRequeue,
-            };
+            // ttwu_runnable() requeues a delayed task where it sleeps. The
+            // kernel never leaves a task queued on a CPU outside its mask
+            // (an affinity change moves it off, delayed or not:
+            // move_queued_task()), so a task no longer allowed there wakes
+            // as any other, and its CPU stops counting it.
+            if msg.allowed.contains(cpu) {
+                self.take_slot(cpu);
+                return Placement {
+                    cpu,
+                    outcome: Outcome::DelayedRequeue,
+                };
+            }
+            if let Some(s) = self.snaps.get_mut(cpu)
+                && s.nr_delayed > 0
+            {
+                s.nr_delayed -= 1;
+                s.nr_running = s.nr_running.saturating_sub(1);
+            }
         }
 
         let mut task = self.task_state(pid, prev);
@@ -832,6 +845,16 @@ mod tests {
         assert_eq!(p.snaps[3].nr_delayed, 1);
         let r = p.place(&msg(20, 3, 0, false, WAKER_TASK, 1));
         assert_eq!((r.cpu, r.outcome), (3, Outcome::DelayedRequeue));
+        // Delayed on a CPU its mask no longer allows: placed as any wake-up,
+        // on an allowed CPU, and that CPU no longer counts it.
+        p.on_sleep(&sleep);
+        let delayed = p.snaps[3].nr_delayed;
+        let mut m = msg(20, 3, 0, false, WAKER_TASK, 1);
+        m.allowed = CpuSet::new();
+        m.allowed.set(1);
+        let r = p.place(&m);
+        assert_eq!((r.cpu, r.outcome), (1, Outcome::Engine));
+        assert_eq!(p.snaps[3].nr_delayed, delayed - 1);
         // Without the emulation the engine decides.
         let mut p = placer("v6.16");
         p.set("delayed_dequeue", "false").unwrap();
