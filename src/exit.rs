@@ -148,6 +148,59 @@ pub fn one_line_usage_error(text: &str) -> String {
     clip(&out)
 }
 
+/// clap's error `text` with each argument in `args` that holds a control character
+/// (and the value after an option's '=') shown escaped: clap quotes a refused value as
+/// it is, and a newline in it would end the error line in the middle of the quote.
+fn escape_echoed_args(text: &str, args: &[String]) -> String {
+    let mut raw: Vec<&str> = Vec::new();
+    for a in args {
+        raw.push(a);
+        if let Some((_, v)) = a.strip_prefix("--").and_then(|o| o.split_once('=')) {
+            raw.push(v);
+        }
+    }
+    raw.retain(|a| a.chars().any(char::is_control));
+    // clap's plain rendering drops escape sequences and most control characters
+    // but keeps newlines and tabs: look for the value in that form too.
+    let mut forms: Vec<String> = Vec::new();
+    for a in raw {
+        forms.push(a.to_string());
+        forms.push(without_terminal_codes(a));
+    }
+    // Longest first, so that a value is not escaped inside its own option first.
+    forms.sort_by_key(|a| std::cmp::Reverse(a.len()));
+    forms.dedup();
+    forms
+        .into_iter()
+        .filter(|f| f.chars().any(char::is_control))
+        .fold(text.to_string(), |t, a| t.replace(&a, &escape(&a)))
+}
+
+/// `s` without ANSI escape sequences (ESC, '[', parameters, a final letter) and
+/// control characters other than newline, tab and carriage return.
+fn without_terminal_codes(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for p in chars.by_ref() {
+                    if ('@'..='~').contains(&p) {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        if c.is_control() && !matches!(c, '\n' | '\t' | '\r') {
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A panic's message and place, on one line.
 fn panic_line(info: &std::panic::PanicHookInfo<'_>) -> String {
     let payload = info.payload();
@@ -188,7 +241,13 @@ pub fn parse_args<T: clap::Parser>() -> Result<T, std::process::ExitCode> {
             let _ = e.print();
             return std::process::ExitCode::SUCCESS;
         }
-        eprintln!("{}", one_line_usage_error(&e.to_string()));
+        let args: Vec<String> = std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        eprintln!(
+            "{}",
+            one_line_usage_error(&escape_echoed_args(&e.to_string(), &args))
+        );
         std::process::ExitCode::from(BAD_INPUT)
     })
 }
@@ -270,6 +329,29 @@ mod tests {
         let line = clip("error: bad key 'k\nERROR: forged'\r");
         assert!(!line.contains('\n') && !line.contains('\r'), "{line}");
         assert!(line.contains("k\\nERROR: forged"), "{line}");
+    }
+
+    #[test]
+    fn a_refused_argument_with_a_newline_stays_on_the_line() {
+        // clap drops the escape sequence and keeps the newline.
+        let code = ["p".to_string(), "f\n\u{1b}[1mrob\u{7}".to_string()];
+        let shown = escape_echoed_args("unrecognized subcommand 'f\nrob'\n", &code);
+        assert_eq!(
+            one_line_usage_error(&shown),
+            "unrecognized subcommand 'f\\nrob'"
+        );
+        let args = [
+            "prog".to_string(),
+            "--timeout=5\n".to_string(),
+            "a\tb".to_string(),
+        ];
+        let text =
+            "error: invalid value '5\n' for '--timeout <SECS>': '5\\n' is not a number\n\nFor more";
+        let line = one_line_usage_error(&escape_echoed_args(text, &args));
+        assert_eq!(
+            line,
+            "error: invalid value '5\\n' for '--timeout <SECS>': '5\\n' is not a number"
+        );
     }
 
     #[test]

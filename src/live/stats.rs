@@ -291,15 +291,34 @@ pub fn describe() -> anyhow::Result<()> {
     }
 }
 
+/// Whether `got` has the JSON kind `want` has, recursively for the keys both objects
+/// have: serde would also read a struct written as an array, and a client must not.
+fn same_shape(want: &serde_json::Value, got: &serde_json::Value, at: &str) -> Result<(), String> {
+    use serde_json::Value::{Array, Object};
+    match (want, got) {
+        (Object(w), Object(g)) => {
+            for (k, gv) in g {
+                if let Some(wv) = w.get(k) {
+                    same_shape(wv, gv, k)?;
+                }
+            }
+            Ok(())
+        }
+        (Object(_), _) => Err(format!("{at} is not an object")),
+        (Array(_), Array(_)) => Ok(()),
+        (Array(_), _) => Err(format!("{at} is not an array")),
+        _ => Ok(()),
+    }
+}
+
 impl LiveMetrics {
     /// From the JSON a running instance sends (`stats`): an object whose
     /// counters are numbers. Unknown or missing fields are tolerated so that
     /// client and server versions may differ; anything else is refused, not
     /// read as zeros.
     pub fn from_json(v: &serde_json::Value) -> Result<LiveMetrics, String> {
-        if !v.is_object() {
-            return Err("not an object".to_string());
-        }
+        let shape = serde_json::to_value(LiveMetrics::default()).map_err(|e| e.to_string())?;
+        same_shape(&shape, v, "counters")?;
         serde_json::from_value(v.clone()).map_err(|e| e.to_string())
     }
 
@@ -581,6 +600,7 @@ mod tests {
         let back = LiveMetrics::from_json(&serde_json::from_str(&j).unwrap()).unwrap();
         assert!(LiveMetrics::from_json(&serde_json::json!([1, 2])).is_err());
         assert!(LiveMetrics::from_json(&serde_json::json!({"nr_decisions": "many"})).is_err());
+        assert!(LiveMetrics::from_json(&serde_json::json!({"policy": [1, 2]})).is_err());
         assert_eq!(back.hop_hist, m.hop_hist);
         assert_eq!(back.policy, m.policy);
     }
