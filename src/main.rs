@@ -1,6 +1,18 @@
 //! scx_wakelab: a sched_ext scheduler whose Rust agent places every woken
 //! task the way CFS's wake-up path does, with upstream patch behaviours as
 //! flags.
+//!
+//! This file is the command line and the dispatch of every command: `set` and
+//! `stats`, clients of a running instance's socket (src/live/mod.rs);
+//! `explain`, `sim` and `oracle compare`, handed to scx_wakelab-offline when it
+//! can be trusted (src/offline.rs); `oracle record`, run here because it loads
+//! BPF; and the scheduler itself. For the scheduler, bad input is refused with
+//! one line before anything is loaded, in this order: the policy flags, root,
+//! the socket and trace paths; then `--supervise` hands over to the supervisor
+//! (src/supervise.rs), or the kernel's state is checked and
+//! `live::run_scheduler()` loads and runs the scheduler. The live layer
+//! (src/live/) and the supervisor are modules of this binary, not of the
+//! library (src/lib.rs says why).
 
 mod live;
 mod offline;
@@ -15,12 +27,8 @@ use scx_utils::libbpf_clap_opts::LibbpfOpts;
 use scx_wakelab::exit;
 use simplelog::{ColorChoice, ConfigBuilder, LevelFilter, TermLogger, TerminalMode};
 
-/// The exit-code convention of every command (scx_wakelab::exit).
-/// scx_wakelab: CFS wake-up placement in a sched_ext agent.
-///
-/// Loads our BPF component, then places every woken task from user space.
-/// On a kernel without sched_ext, run it in the project's VM:
-/// tools/vm/wakelab-vm run -- scx_wakelab
+// No doc comment here: `--help` opens with Cargo.toml's description (`about`)
+// and ends with the exit codes (`after_help`, scx_wakelab::exit::EXIT_CODES).
 #[derive(Debug, Parser)]
 #[command(name = "scx_wakelab", version, about, long_about = None, args_conflicts_with_subcommands = true,
           after_help = exit::EXIT_CODES)]

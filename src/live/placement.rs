@@ -8,10 +8,18 @@
 //! - the waker's CPU is described as it was at select time (runnable count,
 //!   ttwu_pending, idle = nothing runnable), because fair.c's sync test is
 //!   about that moment;
-//! - the agent is invisible: a CPU running only the agent counts as idle,
-//!   since CFS would not see a user-space scheduler at all;
+//! - a CPU running only the agent counts as idle, since CFS would not see a
+//!   user-space scheduler at all, unless the agent polls after its batches
+//!   (--agent-spin-us): then it is busy with one task, as with any thread
+//!   that polls (begin_batch() says why);
 //! - a task placed earlier in the same batch makes its CPU busy for the rest
-//!   of the batch, as the kernel's own enqueue would;
+//!   of the batch, as the kernel's own enqueue would, and a decision BPF has
+//!   not carried out yet (wl_shared.inflight) counts as a task queued there
+//!   in later batches;
+//! - a wake-up sent from select_cpu() (the handoff) may be read after the
+//!   kernel queued it on its prev CPU, whose ttwu_pending is then its own:
+//!   that decision does not see it, as fair.c, deciding before the queueing,
+//!   does not;
 //! - a CPU that is idle now but became free only after the wake-up was
 //!   selected, or that waits for its own sync wakee (--newidle-wait-own-wakee),
 //!   is described as busy: at select time the kernel saw the waker, or the
@@ -24,7 +32,9 @@
 //!   the time our tasks ran on the CPU (BPF's cpu_state.busy_ns).
 //!
 //! State the kernel keeps for fair tasks only (recent_used_cpu, wakee flips,
-//! avg_idle, delayed dequeue) is kept here, per task and per CPU.
+//! avg_idle, delayed dequeue) is kept here, per CPU and per task; the task
+//! table holds at most --task-table-size tasks, allocated whole at start, and
+//! evicts the least recently seen when full.
 
 use std::collections::HashMap;
 use std::sync::mpsc::SyncSender;
