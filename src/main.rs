@@ -132,8 +132,10 @@ struct Opts {
     /// CPUs are the ones benchmarks and the idle scans favour) or `any` (not
     /// pinned: it then runs wherever a CPU is free and migrates). Pinned, it
     /// never migrates, and a task of ours running on that CPU is preempted
-    /// when the agent has work. The agent stays invisible to the placement
-    /// engine, as CFS has no agent: that CPU is placed on like any other.
+    /// when the agent has work. For the placement engine that CPU is like any
+    /// other: running only the agent, it is idle, unless the agent polls after
+    /// its batches (--agent-spin-us above 0), when it is busy with one task, as
+    /// with any thread that polls.
     #[arg(long, value_name = "CPU|auto|any", default_value = "auto", value_parser = parse_agent_cpu)]
     agent_cpu: live::agent::AgentCpu,
 

@@ -9,7 +9,7 @@ use clap::Parser;
 use scx_wakelab::exit;
 
 #[derive(Debug, Parser)]
-#[command(name = "scx_wakelab", version, about = "scx_wakelab's offline commands (explain, sim) on the system allocator",
+#[command(name = "scx_wakelab", version, about = "scx_wakelab's offline commands (explain, sim, oracle compare) on the system allocator",
           after_help = exit::EXIT_CODES)]
 struct Offline {
     #[command(subcommand)]
