@@ -106,8 +106,8 @@ struct Opts {
     /// Kick idle CPUs to pull tasks waiting behind a busy CPU's current
     /// task, from an overloaded node too (the analogue of fair.c's nohz idle
     /// balance; a CPU that is just going idle pulls in any case). Off by
-    /// default: in the VM it slowed lmbench lat_ctx
-    /// (docs/benchmarks/bpf-heuristics-notes.md).
+    /// default, for the lmbench lat_ctx slowdown recorded in
+    /// docs/benchmarks/bpf-heuristics-notes.md.
     #[arg(long)]
     idle_balance: bool,
 
@@ -121,9 +121,9 @@ struct Opts {
     /// A CPU whose sync waker just woke a task that last ran there waits (up
     /// to 2 ms) for the agent to place that task instead of pulling another
     /// one when it goes idle; in the kernel the wakee would already be queued
-    /// there. Off by default: it helped lat_ctx rings of 16 in the VM but
-    /// lowers the affine rate of rings of 2
-    /// (docs/benchmarks/bpf-heuristics-notes.md).
+    /// there. Off by default: in the runs recorded in
+    /// docs/benchmarks/bpf-heuristics-notes.md, what it saved on one workload
+    /// it cost on another.
     #[arg(long)]
     newidle_wait_own_wakee: bool,
 
@@ -142,14 +142,13 @@ struct Opts {
     /// After each batch of decisions the agent polls for new wake-ups for up
     /// to US microseconds before it yields its CPU (0: yield at once). A
     /// wake-up that arrives meanwhile is decided without waking the agent,
-    /// which saves two context switches and an IPI. The default is the
-    /// shortest that covers the gap between the wake-ups of a ping-pong pair
-    /// (pipe, TCP request/response) in the VM, longer than on hardware, so
-    /// such a pair never waits for the agent to be woken; longer adds CPU
-    /// time without saving switches, and an idle system pays it once per
-    /// burst of wake-ups. The cost is up to US of the agent's CPU per batch
-    /// (`stats`: agent cpu, spin); docs/benchmarks/fast-lane.md has the
-    /// measurements behind the default.
+    /// which saves two context switches and an IPI. The default is meant to
+    /// cover the gap between the wake-ups of a ping-pong pair (pipe, TCP
+    /// request/response), so that such a pair does not wait for the agent to
+    /// be woken; longer adds CPU time without saving switches, and an idle
+    /// system pays it once per burst of wake-ups. The cost is up to US of the
+    /// agent's CPU per batch (`stats`: agent cpu, spin);
+    /// docs/benchmarks/fast-lane.md ("Polling") has the runs that chose it.
     #[arg(long, value_name = "US", default_value_t = 50,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     agent_spin_us: u64,

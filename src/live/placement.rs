@@ -25,8 +25,8 @@
 //!   is described as busy: at select time the kernel saw the waker, or the
 //!   wakee already queued there, on it. Without this, every CPU idle only
 //!   because of the agent's round trip invites the wake-ups being placed
-//!   meanwhile (lat_ctx -P 8 rings of 16 in the VM, --newidle-wait-own-wakee:
-//!   39.3% of wake-ups migrated instead of 29.4%);
+//!   meanwhile, and more of them migrate (the run that showed it is in
+//!   docs/benchmarks/live-placement-notes.md);
 //! - load is nr_running * 1024 (nice-0 weight) instead of PELT averages;
 //!   util, which SIS_UTIL reads, is a PELT-like average (32 ms half-life) of
 //!   the time our tasks ran on the CPU (BPF's cpu_state.busy_ns).
@@ -577,7 +577,8 @@ fn task_table(cap: usize) -> PidMap<StoredTask> {
 /// one rate, so the sum behaves as one signal of the CPU's running time (the
 /// simulator models it the same way). A binary "busy now = 1024" made every
 /// LLC with three of four CPUs busy at that instant look overloaded to
-/// SIS_UTIL, which then skipped the idle search for ~95% of wake-ups.
+/// SIS_UTIL, which then skipped the idle search for most wake-ups
+/// (docs/benchmarks/live-placement-notes.md has the counts).
 fn pelt_step(avg: f64, ran_ns: u64, dt_ns: u64, decay: f64) -> f64 {
     let share = (ran_ns as f64 / dt_ns.max(1) as f64).min(1.0);
     avg * decay + 1024.0 * share * (1.0 - decay)
