@@ -748,13 +748,19 @@ fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// BPF's newly-idle pull (bpf/balance.bpf.c, newidle_balance()) is always on:
+/// fair.c balances every CPU that goes idle, and no preset or flag turns that
+/// off. Seed 2's flag only skips the pull while a wake-up is on its way, and
+/// travels separately (`newidle_skip_pending_wakeup`).
+const NEWIDLE_PULL: bool = true;
+
 /// The parts of the policy that BPF carries out itself.
 fn push_policy_to_bpf(skel: &mut BpfSkel, placer: &Placer) {
     if let Some(bss) = skel.maps.bss_data.as_mut() {
         protocol::set_policy(
             bss,
             placer.wants_sleep_events(),
-            true,
+            NEWIDLE_PULL,
             placer.engine().config().newidle_skip_pending_wakeup,
         );
     }
