@@ -9,7 +9,7 @@
  * it off with --agent-handoff=false, BPF's handoff_on):
  *   1. ops.select_cpu() runs on the waker's CPU. It records the wake-up's
  *      context and, for a ttwu wake-up of a task the agent places, claims a
- *      handoff slot (wl_shared.handoff, FREE -> WAITING) and sends a struct
+ *      handoff slot (wl_shared.handoff, to WAITING) and sends a struct
  *      wakeup_msg with WL_MSG_HANDOFF and the slot's handoff_seq through the
  *      wakeups ring (BPF_MAP_TYPE_RINGBUF, BPF -> agent). It returns
  *      prev_cpu: the kernel then enqueues the task, on the wakee's CPU when
@@ -132,7 +132,11 @@ enum wl_handoff_state {
 	WL_HANDOFF_FREE		= 0,
 	/* Claimed for wake-up seq: neither the decision nor the task is here yet. */
 	WL_HANDOFF_WAITING	= 1,
-	/* ops.enqueue() came first and parked the task: decide through apply_decisions. */
+	/*
+	 * ops.enqueue() came first and parked the task: decide through
+	 * apply_decisions. Nobody waits on the slot any more, and the next
+	 * claim takes it as if it were FREE.
+	 */
 	WL_HANDOFF_PARKED	= 2,
 	/* The agent came first: ops.enqueue() carries the decision out itself. */
 	WL_HANDOFF_DECIDED	= 3,
@@ -397,7 +401,9 @@ struct wl_shared {
 	 * The handoff: a decision that reaches ops.enqueue() through memory,
 	 * with no apply run. A wake-up whose ops.select_cpu() can send its
 	 * message at once (WL_MSG_HANDOFF) claims the slot handoff_seq %
-	 * WL_HANDOFF_SLOTS, FREE -> WAITING (BPF, never over a DECIDED one).
+	 * WL_HANDOFF_SLOTS, to WAITING from any state but DECIDED (BPF,
+	 * handoff_claim(): a DECIDED slot holds a decision nobody has collected
+	 * yet; a PARKED one is done with).
 	 * Then the agent and the task's ops.enqueue() race, each with one
 	 * compare-and-swap from WAITING: the agent to DECIDED with its CPU
 	 * (committed_ns written first), ops.enqueue() to PARKED. Whoever

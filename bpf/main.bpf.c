@@ -7,7 +7,8 @@
  * hands and eyes: it tells the agent about each wake-up, carries out the
  * agent's decisions, and keeps every task running when the agent cannot
  * answer. bpf/intf.h is the contract between the two and tells the life of
- * a wake-up; docs/architecture-bpf-route.md follows one hop by hop.
+ * a wake-up; docs/architecture.md follows one hop by hop, through the agent
+ * too.
  *
  * The default road of a ttwu wake-up (the handoff, on unless
  * --agent-handoff=false):

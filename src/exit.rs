@@ -1,10 +1,17 @@
 //! The exit-code convention of every command (documented in `scx_wakelab --help`):
-//! 0 success, 1 a runtime failure, 2 bad usage or bad input.
+//! 0 success, 1 a runtime failure, 2 bad usage or bad input, 101 an internal error (a
+//! panic, which [`install_panic_hook`] prints as one line).
 //!
-//! `explain`, `sim` and both binaries use it.  An error is classified by a marker somewhere in its
-//! `anyhow` chain: [`Failed`] (exit 1) or [`BadInput`] (exit 2); an unmarked error takes
-//! the command's default (bad input for the offline commands, whose only inputs are the
-//! command line and the files it names; a runtime failure for the scheduler).
+//! Both binaries and every command use it.  An error is classified by a marker somewhere
+//! in its `anyhow` chain: [`Failed`] (exit 1) or [`BadInput`] (exit 2); an unmarked error
+//! takes the command's default (bad input for the offline commands, whose only inputs are
+//! the command line and the files it names; a runtime failure for the scheduler, `set`,
+//! `stats` and `oracle record`).
+//!
+//! It also owns how an error reaches the terminal: one line ([`print_error`],
+//! [`exit_with`], [`parse_args`] for clap's errors), control characters escaped and long
+//! input clipped ([`clip`], [`quote`]), so that nothing a user or a peer supplied can split
+//! or flood it.
 
 use std::fmt;
 

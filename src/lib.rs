@@ -1,18 +1,24 @@
 //! scx_wakelab's library: everything but the scheduler's live layer.
 //!
 //! - `policy`: the CFS wake-up placement engine, pure Rust (no BPF, no I/O), with the
-//!   decision-trace record every other layer writes or reads (`policy::trace`).
+//!   decision-trace record every other layer writes or reads (`policy::trace`) and the
+//!   deterministic generator whatever drives the engine draws from (`policy::rng`).
 //! - `explain` and `sim`: the engine driven without a kernel, from scenario files and
 //!   traces, and in a simulator.
 //! - `oracle`: the kernel's own placements, recorded (`oracle::record` loads its BPF
 //!   tracing program) and compared with the engine's.
 //! - What more than one command shares: the policy's command line (`cli`), the exit-code
-//!   convention (`exit`), the root check and libbpf's log for the commands that load BPF
-//!   (`bpf_load`), safe trace files (`trace_file`), and who may reach the scheduler's socket
-//!   and how its file is made (`local_access`).
+//!   convention and the one error line (`exit`), the root check and libbpf's log for the
+//!   commands that load BPF (`bpf_load`), safe trace files (`trace_file`), and who may
+//!   reach the scheduler's socket and how its file is made (`local_access`).
 //!
-//! Each imports only from those listed before it; `policy` from none of them.  The live
-//! layer (BPF + agent) lives in the scheduler binary (src/live), because it links
+//! The imports point one way, never back: `policy`, `exit` and `bpf_load` import none of
+//! the others; `cli` imports `policy`; `trace_file` and `local_access` import `exit`;
+//! `explain` imports `policy` and `exit`; `sim` imports `policy` and `explain` (its output
+//! helper); `oracle` imports `policy`, `explain`, `exit`, `bpf_load` and `trace_file`.
+//! docs/architecture.md has the whole table, the binary's modules included.
+//!
+//! The live layer (BPF + agent) lives in the scheduler binary (src/live), because it links
 //! rustland_core, whose global allocator is a fixed, locked 64 MiB heap; the offline
 //! commands also run in `scx_wakelab-offline` (src/bin), which does not link it and so uses
 //! the system allocator.

@@ -3,15 +3,18 @@
 //! `stats` reads its counters.
 //!
 //! - Who may connect: root, the scheduler's own uid and, if asked, the members
-//!   of one group ([`Access`]). The socket file is 0600 (0660 and that group
-//!   with a group) from the moment it exists, whatever the umask, and each
+//!   of one group ([`Access`]). The socket file is never more than 0600 from
+//!   the moment it exists, whatever the umask ([`bind_private`]), and is then
+//!   given its mode and group (0660 and that group, with a group); each
 //!   connection's credentials (SO_PEERCRED, SO_PEERGROUPS) are checked again
 //!   ([`admits`]), which also covers a file whose mode someone loosened later.
 //! - Which path may become the socket: nothing there, or a stale socket of
 //!   ours (a killed instance's), which is removed. A symbolic link, another
 //!   kind of file, another uid's socket or a socket something still answers
 //!   on is refused and left as it is ([`check_socket_path`]), before anything
-//!   is loaded and again when the socket is created.
+//!   is loaded and again when the socket is created. Missing directories above
+//!   it are made, searchable, as scx's /var/run/scx/root needs
+//!   ([`create_parent_dirs`]).
 //! - The file just bound is inspected and given its mode and group through an
 //!   O_PATH handle, so a link swapped in meanwhile is never followed
 //!   ([`secure_socket_file`]); only that same file (device and inode) is

@@ -1,6 +1,18 @@
 //! scx_wakelab: a sched_ext scheduler whose Rust agent places every woken
 //! task the way CFS's wake-up path does, with upstream patch behaviours as
 //! flags.
+//!
+//! This file is the command line and the dispatch of every command: `set` and
+//! `stats`, clients of a running instance's socket (src/live/mod.rs);
+//! `explain`, `sim` and `oracle compare`, handed to scx_wakelab-offline when it
+//! can be trusted (src/offline.rs); `oracle record`, run here because it loads
+//! BPF; and the scheduler itself. For the scheduler, bad input is refused with
+//! one line before anything is loaded, in this order: the policy flags, root,
+//! the socket and trace paths; then `--supervise` hands over to the supervisor
+//! (src/supervise.rs), or the kernel's state is checked and
+//! `live::run_scheduler()` loads and runs the scheduler. The live layer
+//! (src/live/) and the supervisor are modules of this binary, not of the
+//! library (src/lib.rs says why).
 
 mod live;
 mod offline;
@@ -15,12 +27,8 @@ use scx_utils::libbpf_clap_opts::LibbpfOpts;
 use scx_wakelab::exit;
 use simplelog::{ColorChoice, ConfigBuilder, LevelFilter, TermLogger, TerminalMode};
 
-/// The exit-code convention of every command (scx_wakelab::exit).
-/// scx_wakelab: CFS wake-up placement in a sched_ext agent.
-///
-/// Loads our BPF component, then places every woken task from user space.
-/// On a kernel without sched_ext, run it in the project's VM:
-/// tools/vm/wakelab-vm run -- scx_wakelab
+// No doc comment here: `--help` opens with Cargo.toml's description (`about`)
+// and ends with the exit codes (`after_help`, scx_wakelab::exit::EXIT_CODES).
 #[derive(Debug, Parser)]
 #[command(name = "scx_wakelab", version, about, long_about = None, args_conflicts_with_subcommands = true,
           after_help = exit::EXIT_CODES)]
@@ -98,8 +106,8 @@ struct Opts {
     /// Kick idle CPUs to pull tasks waiting behind a busy CPU's current
     /// task, from an overloaded node too (the analogue of fair.c's nohz idle
     /// balance; a CPU that is just going idle pulls in any case). Off by
-    /// default: in the VM it slowed lmbench lat_ctx
-    /// (docs/benchmarks/bpf-heuristics-notes.md).
+    /// default, for the lmbench lat_ctx slowdown recorded in
+    /// docs/benchmarks/bpf-heuristics-notes.md.
     #[arg(long)]
     idle_balance: bool,
 
@@ -113,9 +121,9 @@ struct Opts {
     /// A CPU whose sync waker just woke a task that last ran there waits (up
     /// to 2 ms) for the agent to place that task instead of pulling another
     /// one when it goes idle; in the kernel the wakee would already be queued
-    /// there. Off by default: it helped lat_ctx rings of 16 in the VM but
-    /// lowers the affine rate of rings of 2
-    /// (docs/benchmarks/bpf-heuristics-notes.md).
+    /// there. Off by default: in the runs recorded in
+    /// docs/benchmarks/bpf-heuristics-notes.md, what it saved on one workload
+    /// it cost on another.
     #[arg(long)]
     newidle_wait_own_wakee: bool,
 
@@ -124,22 +132,23 @@ struct Opts {
     /// CPUs are the ones benchmarks and the idle scans favour) or `any` (not
     /// pinned: it then runs wherever a CPU is free and migrates). Pinned, it
     /// never migrates, and a task of ours running on that CPU is preempted
-    /// when the agent has work. The agent stays invisible to the placement
-    /// engine, as CFS has no agent: that CPU is placed on like any other.
+    /// when the agent has work. For the placement engine that CPU is like any
+    /// other: running only the agent, it is idle, unless the agent polls after
+    /// its batches (--agent-spin-us above 0), when it is busy with one task, as
+    /// with any thread that polls.
     #[arg(long, value_name = "CPU|auto|any", default_value = "auto", value_parser = parse_agent_cpu)]
     agent_cpu: live::agent::AgentCpu,
 
     /// After each batch of decisions the agent polls for new wake-ups for up
     /// to US microseconds before it yields its CPU (0: yield at once). A
     /// wake-up that arrives meanwhile is decided without waking the agent,
-    /// which saves two context switches and an IPI. The default is the
-    /// shortest that covers the gap between the wake-ups of a ping-pong pair
-    /// (pipe, TCP request/response) in the VM, longer than on hardware, so
-    /// such a pair never waits for the agent to be woken; longer adds CPU
-    /// time without saving switches, and an idle system pays it once per
-    /// burst of wake-ups. The cost is up to US of the agent's CPU per batch
-    /// (`stats`: agent cpu, spin); docs/benchmarks/fast-lane.md has the
-    /// measurements behind the default.
+    /// which saves two context switches and an IPI. The default is meant to
+    /// cover the gap between the wake-ups of a ping-pong pair (pipe, TCP
+    /// request/response), so that such a pair does not wait for the agent to
+    /// be woken; longer adds CPU time without saving switches, and an idle
+    /// system pays it once per burst of wake-ups. The cost is up to US of the
+    /// agent's CPU per batch (`stats`: agent cpu, spin);
+    /// docs/benchmarks/fast-lane.md ("Polling") has the runs that chose it.
     #[arg(long, value_name = "US", default_value_t = 50,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     agent_spin_us: u64,

@@ -1,5 +1,6 @@
-//! Hands `explain` and `sim` to `scx_wakelab-offline`, the same commands in a binary that
-//! does not link scx_rustland_core. Every allocation of this process comes from
+//! Hands `explain`, `sim` and `oracle compare` to `scx_wakelab-offline`, the same commands
+//! in a binary that does not link scx_rustland_core (`oracle record` stays: it loads BPF,
+//! and the offline binary refuses it). Every allocation of this process comes from
 //! rustland_core's global allocator, a fixed 64 MiB heap that it locks while the
 //! scheduler runs; the offline commands have no reason to share that limit (a 256-CPU
 //! `sim` keeps one latency sample per wake-up and outgrows it), and no binary can have

@@ -52,8 +52,9 @@ fn trace_refusal(path: &Path, why: TraceRefusal, overwrite: Overwrite) -> anyhow
 
 /// Why a file cannot be created at `path`, which does not exist yet, or None
 /// when it can: "new/" names a directory to be, never a file, and a missing
-/// or non-directory parent has nowhere to put it. Shared by --trace and
-/// --socket, so both refuse such paths before loading, not at creation.
+/// or non-directory parent has nowhere to put it. Such a trace path is
+/// refused before loading, not at creation (the socket's path has its own
+/// check, local_access::check_socket_path, which makes missing directories).
 fn why_not_creatable(path: &Path) -> Option<String> {
     if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
         return Some("the path ends in '/'".to_string());

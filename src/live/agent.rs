@@ -2,16 +2,21 @@
 //! placement, decides its CPU and hands the decision back.
 //!
 //! One thread schedules. It must never block on anything a task it has not
-//! placed yet could be holding, so it does no I/O after start-up: logging
-//! and stats printing happen on other threads, which the BPF side dispatches
-//! without asking the agent (bpf/agent.bpf.c, is_agent_helper_thread()).
+//! placed yet could be holding, so after start-up it does no I/O but a
+//! warning line when a ring read or an apply call fails: the socket, `set`'s
+//! log lines, stats printing and the trace file are other threads', which the
+//! BPF side dispatches without asking the agent (bpf/agent.bpf.c,
+//! is_agent_helper_thread()). Between batches it takes `set`s from the socket
+//! (apply_control) and publishes its counters for it (publish).
 //!
 //! The thread is pinned to one CPU, its home (`--agent-cpu`): it never
-//! migrates, and BPF preempts that CPU's task when the agent has work. After
-//! each batch it hands its decisions over by the fast lane (one
+//! migrates, and BPF preempts that CPU's task when the agent has work. A
+//! decision for a wake-up sent from ops.select_cpu() is offered at once to
+//! that wake-up's ops.enqueue() through its handoff slot (`--agent-handoff`);
+//! the others are handed over after the batch by the fast lane (one
 //! `bpf_prog_test_run` of the apply_decisions program, which moves the tasks
 //! onto their CPUs at once) or, on kernels that do not allow that, by the
-//! decisions ring, drained when it yields. Then it polls for new wake-ups
+//! decisions ring, drained in ops.dispatch(). Then it polls for new wake-ups
 //! for up to `--agent-spin-us` before it yields the CPU.
 
 use std::collections::VecDeque;
@@ -743,13 +748,19 @@ fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// BPF's newly-idle pull (bpf/balance.bpf.c, newidle_balance()) is always on:
+/// fair.c balances every CPU that goes idle, and no preset or flag turns that
+/// off. Seed 2's flag only skips the pull while a wake-up is on its way, and
+/// travels separately (`newidle_skip_pending_wakeup`).
+const NEWIDLE_PULL: bool = true;
+
 /// The parts of the policy that BPF carries out itself.
 fn push_policy_to_bpf(skel: &mut BpfSkel, placer: &Placer) {
     if let Some(bss) = skel.maps.bss_data.as_mut() {
         protocol::set_policy(
             bss,
             placer.wants_sleep_events(),
-            true,
+            NEWIDLE_PULL,
             placer.engine().config().newidle_skip_pending_wakeup,
         );
     }

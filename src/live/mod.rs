@@ -1,5 +1,26 @@
-//! The live layer: our BPF component, its rings and per-CPU table, and the
-//! agent loop that places every task on a sched_ext kernel.
+//! The live layer: the scheduler on a sched_ext kernel. It lives in the
+//! scx_wakelab binary, not the library, because it runs on rustland_core's
+//! fixed, locked heap (src/lib.rs).
+//!
+//! - agent.rs: the agent, which loads our BPF component (bpf/) and places
+//!   every woken task from one pinned scheduling thread;
+//! - protocol.rs: the agent's half of bpf/intf.h (typed messages, the two
+//!   rings, the apply call, the shared .bss);
+//! - placement.rs: the engine (src/policy) fed with live inputs;
+//! - socket.rs and stats.rs: the one socket (scx_stats' counters, `set`) and
+//!   the counters it serves;
+//! - env_checks.rs: what must hold before loading;
+//! - placement_cost.rs (tests only): the agent's work per decision, counted.
+//!
+//! This file runs them: run_scheduler() loads, runs until Ctrl-C/SIGTERM or
+//! until the kernel unloads us, reloads when the kernel asks (ACT_RESTART,
+//! after CPU hotplug), and falls back from the fast lane to the decisions ring
+//! when the kernel refuses the fast lane's program. Around the scheduling
+//! thread it starts the threads that do what that thread must not (block, or
+//! write to a file or a terminal): the socket server, the `--stats` printer,
+//! the `--trace` writer. It also holds the clients of `scx_wakelab set` and
+//! `stats`, and check_files(), which judges the socket and trace paths before
+//! anything is loaded.
 
 pub mod agent;
 pub mod bpf_intf;

@@ -8,23 +8,33 @@
 //! - the waker's CPU is described as it was at select time (runnable count,
 //!   ttwu_pending, idle = nothing runnable), because fair.c's sync test is
 //!   about that moment;
-//! - the agent is invisible: a CPU running only the agent counts as idle,
-//!   since CFS would not see a user-space scheduler at all;
+//! - a CPU running only the agent counts as idle, since CFS would not see a
+//!   user-space scheduler at all, unless the agent polls after its batches
+//!   (--agent-spin-us): then it is busy with one task, as with any thread
+//!   that polls (begin_batch() says why);
 //! - a task placed earlier in the same batch makes its CPU busy for the rest
-//!   of the batch, as the kernel's own enqueue would;
+//!   of the batch, as the kernel's own enqueue would, and a decision BPF has
+//!   not carried out yet (wl_shared.inflight) counts as a task queued there
+//!   in later batches;
+//! - a wake-up sent from select_cpu() (the handoff) may be read after the
+//!   kernel queued it on its prev CPU, whose ttwu_pending is then its own:
+//!   that decision does not see it, as fair.c, deciding before the queueing,
+//!   does not;
 //! - a CPU that is idle now but became free only after the wake-up was
 //!   selected, or that waits for its own sync wakee (--newidle-wait-own-wakee),
 //!   is described as busy: at select time the kernel saw the waker, or the
 //!   wakee already queued there, on it. Without this, every CPU idle only
 //!   because of the agent's round trip invites the wake-ups being placed
-//!   meanwhile (lat_ctx -P 8 rings of 16 in the VM, --newidle-wait-own-wakee:
-//!   39.3% of wake-ups migrated instead of 29.4%);
+//!   meanwhile, and more of them migrate (the run that showed it is in
+//!   docs/benchmarks/live-placement-notes.md);
 //! - load is nr_running * 1024 (nice-0 weight) instead of PELT averages;
 //!   util, which SIS_UTIL reads, is a PELT-like average (32 ms half-life) of
 //!   the time our tasks ran on the CPU (BPF's cpu_state.busy_ns).
 //!
 //! State the kernel keeps for fair tasks only (recent_used_cpu, wakee flips,
-//! avg_idle, delayed dequeue) is kept here, per task and per CPU.
+//! avg_idle, delayed dequeue) is kept here, per CPU and per task; the task
+//! table holds at most --task-table-size tasks, allocated whole at start, and
+//! evicts the least recently seen when full.
 
 use std::collections::HashMap;
 use std::sync::mpsc::SyncSender;
@@ -580,7 +590,8 @@ fn task_table(cap: usize) -> PidMap<StoredTask> {
 /// one rate, so the sum behaves as one signal of the CPU's running time (the
 /// simulator models it the same way). A binary "busy now = 1024" made every
 /// LLC with three of four CPUs busy at that instant look overloaded to
-/// SIS_UTIL, which then skipped the idle search for ~95% of wake-ups.
+/// SIS_UTIL, which then skipped the idle search for most wake-ups
+/// (docs/benchmarks/live-placement-notes.md has the counts).
 fn pelt_step(avg: f64, ran_ns: u64, dt_ns: u64, decay: f64) -> f64 {
     let share = (ran_ns as f64 / dt_ns.max(1) as f64).min(1.0);
     avg * decay + 1024.0 * share * (1.0 - decay)

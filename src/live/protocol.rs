@@ -1,8 +1,14 @@
 //! The agent's half of the BPF contract (`bpf/intf.h` is the other half):
 //! typed messages, the two rings, the fast-lane apply call and the variables
-//! both sides share in `.bss` (`struct wl_shared`). This is the only Rust
-//! file that touches the raw bindgen and skeleton structs; the rest of the
-//! agent sees `Message`, `Decision` and `CpuReading`.
+//! both sides share in `.bss` (`struct wl_shared`, and BPF's counters). This
+//! is the only Rust file that reads or writes what the scheduler's BPF and
+//! the agent share: the bindgen structs of intf.h, the rings' records, the
+//! mapped `.bss`; the rest of the agent sees `Message`, `Decision` and
+//! `CpuReading`. agent.rs owns the skeleton itself: it writes the load-time
+//! settings (`.rodata`, read-only once loaded) and the struct_ops flags, and
+//! hands the mapped `.bss` and the maps to the functions here. (The kernel
+//! oracle's BPF has its own contract and reader: bpf/oracle.h,
+//! src/oracle/record.rs.)
 //!
 //! Reads of `.bss` are volatile: BPF writes it concurrently from every CPU.
 //! Which side owns each shared field, and its invariant, is written beside

@@ -2,10 +2,11 @@
 //! (with_counters!), and their text form.
 //!
 //! The scheduling thread owns a LiveMetrics and copies it into a shared one
-//! every 100 ms (agent.rs, publish); the socket (socket.rs) serves it through scx_stats
-//! serves that copy, described by the metadata `#[derive(Stats)]` builds
-//! from the same list, to `scx_wakelab stats` and to `--stats`' printer, so
-//! the scheduling thread never writes to a terminal or a socket.
+//! every 100 ms (agent.rs, publish); the socket (socket.rs) serves that copy
+//! through scx_stats, described by the metadata `#[derive(Stats)]` builds
+//! from the same list, to `scx_wakelab stats`, to `--stats`' printer and to
+//! the supervisor's liveness check, so the scheduling thread never writes to
+//! a terminal or a socket.
 
 use std::fmt::Write as _;
 

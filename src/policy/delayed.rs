@@ -24,8 +24,8 @@
 //! time is not: the lag of an entity drains at a rate that depends on the competition on its
 //! runqueue.  That is an accepted simplification; the seed-3 effect only needs sleepers to
 //! stay counted for a while.  Sign convention: `lag_ns > 0` means "not yet eligible, stays
-//! queued for that long" (the brief's "positive lag"; the kernel's `se->vlag` has the
-//! opposite sign).
+//! queued for that long" (positive lag, in this module's terms; the kernel's `se->vlag`
+//! has the opposite sign).
 
 use serde::{Deserialize, Serialize};
 

@@ -7,9 +7,12 @@
 //! decision's chain and bumps its counter, so a decision explains itself.
 //!
 //! Purity: no I/O, no clock, no threads, no globals, no allocation on the decision path.
-//! The only state is the per-LLC hint and scan-cost average the kernel also keeps
-//! (`sd_llc_shared->has_idle_cores`, `sd->avg_scan_cost`) and the counters; the same inputs
-//! on an engine in the same state give the same decision.
+//! The only state is what the kernel also keeps between wake-ups: per LLC the idle-core
+//! hint, the scan-cost average and SIS_UTIL's stored depth when one is given
+//! (`sd_llc_shared->has_idle_cores`, `sd->avg_scan_cost`, `sd_llc_shared->nr_idle_scan`:
+//! [`LlcState`]), per CPU SIS_PROP's aged idle estimate (`rq->wake_avg_idle`,
+//! `rq->wake_stamp`, v5.14-v6.6), and the counters; the same inputs on an engine in the
+//! same state give the same decision.
 
 use serde::{Deserialize, Serialize};
 

@@ -18,7 +18,8 @@
 //! CpuSet            fixed 1024-bit mask: set/contains/and/or/iter/iter_wrap (for_each_cpu_wrap)
 //!
 //! CpuSnapshot { idle, nr_running, nr_delayed, ttwu_pending, wakeup_in_flight,
-//!               sched_idle_only, load, util, capacity, avg_idle_ns }   // slice indexed by CPU
+//!               sched_idle_only, load, util, capacity, avg_idle_ns, idle_exit_ns }
+//!                                                                     // slice indexed by CPU
 //! TaskState   { pid, prev_cpu, recent_used_cpu, wakee_flips, last_wakee,
 //!               wakee_flip_decay_ts, allowed, load, util, is_per_cpu_kthread }
 //! WakeCtx     { wake_flags (WAKE_SYNC|WAKE_TTWU|WAKE_FORK), waker_cpu,

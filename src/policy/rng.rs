@@ -2,8 +2,9 @@
 //! draws (no wall clock, no OS entropy).  The engine never draws; this is for whatever
 //! drives it: the simulator (its only source of randomness, seeded by `--seed`), the
 //! policy's property tests, the decision benchmark and the agent's decision-cost driver.
-//! The first two draw machine states through the CPU helpers below, so both describe an
-//! idle or a busy CPU the same way.
+//! The property tests and the decision benchmark draw machine states through the CPU
+//! helpers below ([`idle_cpu`], [`busy_counts`]), so both describe an idle or a busy CPU
+//! the same way.
 
 use super::CpuSnapshot;
 

@@ -1,6 +1,6 @@
 //! Property tests over random topologies, snapshots, tasks and wake contexts, for every
-//! preset with overrides of any flag, driven by the deterministic xorshift generator in
-//! `test_util`.
+//! preset with overrides of any flag, driven by the deterministic xorshift generator
+//! (`policy::rng`, which `test_util` re-exports).
 
 use super::test_util::*;
 use super::*;

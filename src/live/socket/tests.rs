@@ -1,3 +1,9 @@
+//! The one socket against real Unix sockets in a temporary directory, with a fake
+//! scheduling thread taking `set`s: the round trip of `set` and `stats`, the file's mode
+//! and group, the server's bounds (request length and deadline, clients at a time), the
+//! paths it refuses to take over, other users turned away (when run as root), and clients
+//! that believe only a well-formed answer from a server that may be hostile or slow.
+
 use super::*;
 use std::io::{BufRead, BufReader};
 use std::os::fd::FromRawFd;
