@@ -35,3 +35,5 @@ pub fn assert_one_line_error(out: &Output, code: i32, needle: &str) {
         assert!(!err.contains(bad), "{err}");
     }
 }
+
+pub mod fake_sibling;
