@@ -1,4 +1,4 @@
-//! `scx_wakelab explain` and `sim` run in `scx_wakelab-offline` (the system allocator)
+//! `scx_wakelab explain`, `sim` and `oracle compare` run in `scx_wakelab-offline` (the system allocator)
 //! when that binary sits beside scx_wakelab and only root or its owner can change it and
 //! every directory above it; otherwise in scx_wakelab itself.
 

@@ -8,8 +8,14 @@
 //! file's own overrides), so one scenario answers "and on v5.10?" too.
 //!
 //! `explain --trace FILE.jsonl` replays a decision trace: every line is a [`TraceRecord`]
-//! (the full inputs of one live decision plus the CPU it chose); each is decided again by
-//! a fresh engine and compared.  Any mismatch is listed and makes the command fail.
+//! (the full inputs of one decision, by the live agent or recorded from the kernel by
+//! `oracle record`, plus the CPU it chose); each is decided again by a fresh engine and
+//! compared, the rule chain too where the record carries one.  Any mismatch is listed and
+//! makes the command fail.
+//!
+//! `sim` and `oracle compare` use three helpers from here: [`emit`] (output, a failed write
+//! one line of error), [`open_input`] (an input file, a FIFO opened without blocking, a
+//! directory refused) and [`for_each_replayed`] (the replay loop over trace lines).
 //!
 //! Errors are one line and name the field: `seed1.json: task.prev_cpu: invalid type: string
 //! "x", expected usize (line 9, column 23)`.

@@ -4,7 +4,9 @@
 //! `scx_wakelab oracle record` ([`record`], BPF in bpf/oracle.bpf.c) writes one
 //! [`TraceRecord`] per `select_task_rq_fair()` call: the state the kernel read and the CPU
 //! it chose.  `scx_wakelab oracle compare` replays those records with the preset of the
-//! recorded kernel and reports how often the engine picks the same CPU, per rule.
+//! recorded kernel and reports how often the engine picks the same CPU, per rule, how
+//! often the kernel's decision raced with a change of the CPUs it read, and the seeds'
+//! quantities (recent_used_cpu hits, the sync shortcut, delayed sleepers).
 //!
 //! This file is the pure half: the record as plain numbers ([`Sample`]), its conversion
 //! into a trace line, and the comparison; it reads no BPF and no system state.  Recording

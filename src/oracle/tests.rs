@@ -1,3 +1,6 @@
+//! `oracle compare`'s pure half on made-up samples: a sample becomes a trace line that
+//! explain reads back, and the comparison counts agreement, races and the seeds' quantities.
+
 use super::*;
 use crate::explain::parse_json_object;
 use crate::policy::{WAKE_SYNC, WAKE_TTWU};

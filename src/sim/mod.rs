@@ -10,7 +10,8 @@
 //! several flag settings on the same seed side by side.
 //!
 //! Pure and deterministic: virtual time, one xorshift generator (`policy::rng`) seeded by
-//! `--seed`, no wall clock, no threads.  The model and its simplifications are documented
+//! `--seed`, no wall clock, no threads.  It prints through `explain::emit`, its one use of
+//! `explain`.  The model and its simplifications are documented
 //! in [`world`]; the workloads in [`spec::Workload`].
 //!
 //! From tests: build a [`SimSpec`] (e.g. `SimSpec::new(Workload::by_name("softirq-rr")?)`),
