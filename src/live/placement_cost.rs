@@ -1,17 +1,20 @@
-//! A driver for counting the agent's work per decision, `Placer::begin_batch`
-//! plus `Placer::place`, on the host (no BPF, no kernel): synthetic CPU
-//! readings and wake-ups fed to a real `Placer`, as `Agent::place` feeds it.
-//! `tools/bench/decision-cost` runs it under callgrind, which counts only the
-//! calls of [`decide`] (`--toggle-collect`), and divides by the decisions;
-//! docs/benchmarks/decision-cost.md holds the numbers.
+//! A driver for counting the agent's work per decision, the read of the CPU
+//! states (`protocol::read_cpus`) plus `Placer::begin_batch` and
+//! `Placer::place`, on the host (no BPF, no kernel): synthetic CPU states,
+//! written into a .bss of the real layout, and wake-ups fed to a real
+//! `Placer`, as `Agent::place` feeds it. `tools/bench/decision-cost` runs it
+//! under callgrind, which counts only the calls of [`decide`]
+//! (`--toggle-collect`), and divides by the decisions; docs/benchmarks/
+//! decision-cost.md holds the numbers.
 //!
 //! Both run in `cargo test` with small defaults and check what a measurement
 //! rests on; the tool runs them bigger (400 batches for the fingerprint):
 //! - `decision_cost`: one workload on one machine, from the environment:
-//!   `WAKELAB_COST_LOAD` (`pingpong` or `mixed`), `WAKELAB_COST_SHAPE`
-//!   (`NODESxLLCSxCORESxTHREADS`), `WAKELAB_COST_PRESET`, `WAKELAB_COST_N`
-//!   (wake-ups measured, after as many again unmeasured to warm up). It
-//!   checks that every decision is an allowed CPU of the machine.
+//!   `WAKELAB_COST_LOAD` (`pingpong` or `mixed`), `WAKELAB_COST_BATCH`
+//!   (wake-ups a batch of the mixed load; unset: 1-4),
+//!   `WAKELAB_COST_SHAPE` (`NODESxLLCSxCORESxTHREADS`), `WAKELAB_COST_PRESET`,
+//!   `WAKELAB_COST_N` (wake-ups measured, after as many again unmeasured to
+//!   warm up). It checks that every decision is an allowed CPU of the machine.
 //! - `decision_fingerprint`: every workload on several machines and presets in
 //!   trace mode, hashed: every decision's inputs as the engine saw them (the
 //!   snapshot, the idle-core hints, task and waker), its rule chain and CPU,
@@ -27,9 +30,9 @@
 //!   The wakee's prev is wherever the placer put it last.
 //! - `mixed`: about two thirds of the CPUs busy with 1-3 tasks (some with a
 //!   wake-up pending, decisions in flight or a CPU awaiting its own wakee),
-//!   batches of 1-4 wake-ups of 200 tasks, some pinned to a few CPUs, half
-//!   sync, a quarter from softirq, and sleep reports that feed the
-//!   delayed-dequeue emulation.
+//!   batches of 1-4 wake-ups of 200 tasks (or a fixed number, of different
+//!   tasks), some pinned to a few CPUs, half sync, a quarter from softirq,
+//!   and sleep reports that feed the delayed-dequeue emulation.
 
 use std::hash::Hasher;
 use std::sync::mpsc::sync_channel;
@@ -37,14 +40,19 @@ use std::sync::mpsc::sync_channel;
 use scx_wakelab::policy::rng::XorShift;
 use scx_wakelab::policy::{Config, CpuSet, Topology, WakerContext};
 
+use super::bpf_skel::types::bss;
 use super::placement::Placer;
-use super::protocol::{CpuReading, Sleep, Waker, Wakeup};
+use super::protocol::as_bpf::{write_cpus, zeroed_bss};
+use super::protocol::{CpuReading, Sleep, Waker, Wakeup, read_cpus};
 
 const AGENT_PID: i32 = 1;
 const SLICE_NS: u64 = 5_000_000;
+/// Tasks of the mixed load.
+const TASKS: usize = 200;
 
-/// One batch as the agent sees it: the CPU readings, when, the sleep reports
-/// and the wake-ups read with them.
+/// One batch as BPF leaves it for the agent: the CPU states (written into
+/// the .bss before the agent reads them), when, the sleep reports and the
+/// wake-ups read with them.
 struct Batch {
     readings: Vec<CpuReading>,
     now_ns: u64,
@@ -52,12 +60,36 @@ struct Batch {
     wakeups: Vec<Wakeup>,
 }
 
-/// What is measured: one batch, as `Agent::place` runs it. Never inlined, so
-/// that callgrind can count exactly its calls (check `calls=` under it in the
+/// What the agent reads the CPUs from: the .bss BPF shares (the kernel maps
+/// it; here a heap copy of the same type) and the readings it reads it into,
+/// one per CPU and reused batch after batch, as `Agent::readings`.
+struct Shared {
+    bss: Box<bss>,
+    readings: Vec<CpuReading>,
+}
+
+impl Shared {
+    fn new(nr: usize) -> Self {
+        Shared {
+            bss: zeroed_bss(),
+            readings: vec![CpuReading::default(); nr],
+        }
+    }
+
+    /// BPF's part, not measured: the CPU states of `b` into the .bss.
+    fn publish(&mut self, b: &Batch) {
+        write_cpus(&mut self.bss, &b.readings);
+    }
+}
+
+/// What is measured: one batch, as `Agent::place` runs it, from the read of
+/// the CPU states in the .bss (`read_cpus`) on. Never inlined, so that
+/// callgrind can count exactly its calls (check `calls=` under it in the
 /// callgrind file: one per measured batch).
 #[inline(never)]
-fn decide(p: &mut Placer, b: &Batch, out: &mut Vec<usize>) {
-    p.begin_batch(&b.readings, b.now_ns);
+fn decide(p: &mut Placer, sh: &mut Shared, b: &Batch, out: &mut Vec<usize>) {
+    read_cpus(&sh.bss, &mut sh.readings);
+    p.begin_batch(&sh.readings, b.now_ns);
     for s in &b.sleeps {
         p.on_sleep(s);
     }
@@ -188,6 +220,9 @@ impl Load for PingPong {
 /// A busy machine; see the module comment.
 struct Mixed {
     nr: usize,
+    /// Wake-ups a batch: None draws 1-4 (the fingerprint's mix), Some(n)
+    /// exactly n, of n different tasks.
+    per_batch: Option<usize>,
     now: u64,
     r: XorShift,
     prev: Vec<usize>,
@@ -195,11 +230,17 @@ struct Mixed {
 }
 
 impl Mixed {
-    fn new(nr: usize) -> Self {
+    fn new(nr: usize, per_batch: Option<usize>) -> Self {
+        assert!(
+            per_batch.is_none_or(|n| (1..=TASKS / 2).contains(&n)),
+            "mixed: 1 to {} wake-ups a batch",
+            TASKS / 2
+        );
         let mut r = XorShift::new(7);
-        let prev = (0..200).map(|_| r.below(nr as u64) as usize).collect();
+        let prev = (0..TASKS).map(|_| r.below(nr as u64) as usize).collect();
         Mixed {
             nr,
+            per_batch,
             now: 1_000_000_000,
             r,
             prev,
@@ -239,20 +280,32 @@ impl Load for Mixed {
         }
         let sleeps = (0..r.below(3))
             .map(|_| Sleep {
-                pid: r.below(200) as u32 + 10,
+                pid: r.below(TASKS as u64) as u32 + 10,
                 cpu: r.below(self.nr as u64) as usize,
                 ran_ns: r.below(2 * SLICE_NS),
                 at_ns: now - r.below(5_000),
             })
             .collect();
-        let wakeups = (0..1 + r.below(4))
+        let nr_wakeups = match self.per_batch {
+            Some(n) => n as u64,
+            None => 1 + r.below(4),
+        };
+        let mut woken = Vec::new();
+        let wakeups = (0..nr_wakeups)
             .map(|_| {
-                let i = r.below(200) as usize;
+                let mut i = r.below(TASKS as u64) as usize;
+                if self.per_batch.is_some() {
+                    // A task wakes once until it has run: not twice a batch.
+                    while woken.contains(&i) {
+                        i = r.below(TASKS as u64) as usize;
+                    }
+                    woken.push(i);
+                }
                 let waker_cpu = r.below(self.nr as u64) as usize;
                 let waker = Waker {
                     cpu: waker_cpu,
                     pid: if r.chance(90) {
-                        r.below(200) as u32 + 10
+                        r.below(TASKS as u64) as u32 + 10
                     } else {
                         0
                     },
@@ -297,10 +350,17 @@ impl Load for Mixed {
     }
 }
 
-fn load(name: &str, nr: usize) -> Box<dyn Load> {
+/// `per_batch`: wake-ups a batch, when fixed (ping-pong's is always 1).
+fn load(name: &str, nr: usize, per_batch: Option<usize>) -> Box<dyn Load> {
     match name {
-        "pingpong" => Box::new(PingPong::new(nr)),
-        "mixed" => Box::new(Mixed::new(nr)),
+        "pingpong" => {
+            assert!(
+                per_batch.is_none_or(|n| n == 1),
+                "pingpong: one wake-up a batch"
+            );
+            Box::new(PingPong::new(nr))
+        }
+        "mixed" => Box::new(Mixed::new(nr, per_batch)),
         other => panic!("unknown load {other}: pingpong or mixed"),
     }
 }
@@ -331,11 +391,13 @@ fn decision_cost() {
     let n: usize = env("WAKELAB_COST_N", "200")
         .parse()
         .expect("WAKELAB_COST_N");
+    let per_batch = per_batch_from_env();
     let nr = topo.nr_cpus();
     let online = *topo.online();
     let mut p = placer(topo, &preset);
-    let mut work = load(&load_name, nr);
-    let mut out = Vec::with_capacity(8);
+    let mut sh = Shared::new(nr);
+    let mut work = load(&load_name, nr, per_batch);
+    let mut out = Vec::with_capacity(64);
     let mut fnv = Fnv::default();
     let (mut decisions, mut batches) = (0usize, 0usize);
     // Warm up with as many wake-ups as are measured: the task table filled,
@@ -345,13 +407,15 @@ fn decision_cost() {
         while done < n {
             let b = work.next();
             out.clear();
+            sh.publish(&b);
             if measured {
-                decide(&mut p, &b, &mut out);
+                decide(&mut p, &mut sh, &b, &mut out);
                 batches += 1;
             } else {
                 // Not through a function of its own: the compiler would merge
                 // it with `decide`, and callgrind count the warm-up too.
-                p.begin_batch(&b.readings, b.now_ns);
+                read_cpus(&sh.bss, &mut sh.readings);
+                p.begin_batch(&sh.readings, b.now_ns);
                 for s in &b.sleeps {
                     p.on_sleep(s);
                 }
@@ -377,9 +441,26 @@ fn decision_cost() {
         }
     }
     println!(
-        "decision_cost load={load_name} cpus={nr} preset={preset} batches={batches} decisions={decisions} cpus_hash={:016x}",
+        "decision_cost load={load_name} batch={} cpus={nr} preset={preset} batches={batches} decisions={decisions} cpus_hash={:016x}",
+        batch_label(&load_name, per_batch),
         fnv.finish()
     );
+}
+
+/// `WAKELAB_COST_BATCH`: wake-ups a batch of the mixed load (unset or
+/// empty: 1-4, drawn).
+fn per_batch_from_env() -> Option<usize> {
+    let v = env("WAKELAB_COST_BATCH", "");
+    (!v.is_empty()).then(|| v.parse().expect("WAKELAB_COST_BATCH: a number"))
+}
+
+/// Wake-ups a batch, as the tables print it.
+fn batch_label(load_name: &str, per_batch: Option<usize>) -> String {
+    match (load_name, per_batch) {
+        (_, Some(n)) => n.to_string(),
+        ("pingpong", None) => "1".to_string(),
+        (_, None) => "1-4".to_string(),
+    }
 }
 
 /// One workload's run of `batches` batches: the hash of its CPUs alone, and
@@ -402,13 +483,15 @@ fn fingerprint_one(
     if traced {
         p.set_trace(tx);
     }
-    let mut work = load(load_name, nr);
+    let mut sh = Shared::new(nr);
+    let mut work = load(load_name, nr, None);
     let (mut cpus, mut h) = (Fnv::default(), Fnv::default());
     let mut out = Vec::new();
     for _ in 0..batches {
         let b = work.next();
         out.clear();
-        decide(&mut p, &b, &mut out);
+        sh.publish(&b);
+        decide(&mut p, &mut sh, &b, &mut out);
         work.placed(&b, &out);
         for &c in &out {
             cpus.write_u64(c as u64);
