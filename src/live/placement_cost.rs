@@ -19,9 +19,12 @@
 //!   trace mode, hashed: every decision's inputs as the engine saw them (the
 //!   snapshot, the idle-core hints, task and waker), its rule chain and CPU,
 //!   and the final counters. A change meant to make the agent cheaper must
-//!   leave the printed hash as it was. It checks that the hash is the same on
-//!   a second pass (no decision depends on anything but its inputs) and that
-//!   trace mode, which copies the inputs, leaves every CPU as without it.
+//!   leave the printed hashes as they were: `fingerprint all` (five machines
+//!   up to 256 CPUs, both loads, five presets) and `fingerprint scale all`
+//!   (1024 CPUs, and the fixed batch sizes). It checks that each hash is the
+//!   same on a second pass (no decision depends on anything but its inputs)
+//!   and that trace mode, which copies the inputs, leaves every CPU as
+//!   without it.
 //!
 //! Workloads:
 //! - `pingpong`: two tasks waking each other with sync wake-ups (a pipe),
@@ -465,13 +468,8 @@ fn batch_label(load_name: &str, per_batch: Option<usize>) -> String {
 
 /// One workload's run of `batches` batches: the hash of its CPUs alone, and
 /// with trace mode, the hash of everything (see the module comment).
-fn fingerprint_one(
-    preset: &str,
-    shape_name: &str,
-    load_name: &str,
-    batches: usize,
-    traced: bool,
-) -> (u64, u64) {
+fn fingerprint_one(preset: &str, w: &Workload, batches: usize, traced: bool) -> (u64, u64) {
+    let &(shape_name, load_name, per_batch) = w;
     let mut topo = shape(shape_name);
     if shape_name == "1x1x4x2" {
         // A hole: CPU 3 offline (its sibling 2 left alone).
@@ -484,7 +482,7 @@ fn fingerprint_one(
         p.set_trace(tx);
     }
     let mut sh = Shared::new(nr);
-    let mut work = load(load_name, nr, None);
+    let mut work = load(load_name, nr, per_batch);
     let (mut cpus, mut h) = (Fnv::default(), Fnv::default());
     let mut out = Vec::new();
     for _ in 0..batches {
@@ -507,33 +505,73 @@ fn fingerprint_one(
     (cpus.finish(), h.finish())
 }
 
+/// A machine's shape, a load and its wake-ups a batch (None: the load's own).
+type Workload = (&'static str, &'static str, Option<usize>);
+
+/// Each of `presets` on each of `workloads`, each checked (see the module
+/// comment) and its hash printed; returns the hash of them all. A workload
+/// of n wake-ups a batch runs `batches / n` batches: about as many decisions
+/// as the others, each traced with every CPU's state.
+fn fingerprint_set(name: &str, presets: &[&str], workloads: &[Workload], batches: usize) -> u64 {
+    let mut all = Fnv::default();
+    for &preset in presets {
+        for w in workloads {
+            let batches = w.2.map_or(batches, |n| (batches / n).max(1));
+            let (cpus, h) = fingerprint_one(preset, w, batches, true);
+            let (shape_name, load_name, per_batch) = w;
+            let what = match per_batch {
+                None => format!("{preset} {shape_name} {load_name}"),
+                Some(n) => format!("{preset} {shape_name} {load_name}/{n}"),
+            };
+            assert_eq!(
+                fingerprint_one(preset, w, batches, true),
+                (cpus, h),
+                "{what}: a second pass decided otherwise"
+            );
+            assert_eq!(
+                fingerprint_one(preset, w, batches, false).0,
+                cpus,
+                "{what}: trace mode changed a decision"
+            );
+            println!("fingerprint {name}{what} {h:016x}");
+            all.write_u64(h);
+        }
+    }
+    all.finish()
+}
+
 #[test]
 fn decision_fingerprint() {
     let batches: usize = env("WAKELAB_FINGERPRINT_BATCHES", "40")
         .parse()
         .expect("WAKELAB_FINGERPRINT_BATCHES");
-    let mut all = Fnv::default();
-    for preset in ["mainline", "v5.10", "v5.13", "v5.14", "v6.12"] {
-        for shape_name in ["2x1x2x2", "1x1x4x2", "2x1x16x2", "2x2x32x2", "1x2x3x1"] {
-            for load_name in ["pingpong", "mixed"] {
-                let (cpus, h) = fingerprint_one(preset, shape_name, load_name, batches, true);
-                let what = format!("{preset} {shape_name} {load_name}");
-                assert_eq!(
-                    fingerprint_one(preset, shape_name, load_name, batches, true),
-                    (cpus, h),
-                    "{what}: a second pass decided otherwise"
-                );
-                assert_eq!(
-                    fingerprint_one(preset, shape_name, load_name, batches, false).0,
-                    cpus,
-                    "{what}: trace mode changed a decision"
-                );
-                println!("fingerprint {what} {h:016x}");
-                all.write_u64(h);
-            }
+    let mut first = Vec::new();
+    for shape_name in ["2x1x2x2", "1x1x4x2", "2x1x16x2", "2x2x32x2", "1x2x3x1"] {
+        for load_name in ["pingpong", "mixed"] {
+            first.push((shape_name, load_name, None));
         }
     }
-    println!("fingerprint all {:016x}", all.finish());
+    // The set the hash has covered from the start: its line stays
+    // comparable with every run recorded before the scale set came.
+    let presets = ["mainline", "v5.10", "v5.13", "v5.14", "v6.12"];
+    println!(
+        "fingerprint all {:016x}",
+        fingerprint_set("", &presets, &first, batches)
+    );
+    // The machine of WL_MAX_CPUS CPUs and the fixed batch sizes the cost
+    // is measured at, hashed apart; on the two presets whose idle scans
+    // differ most (SIS_UTIL, SIS_PROP), as every 1024-CPU decision traced
+    // is slow to hash.
+    let mut scale = vec![("4x2x64x2", "pingpong", None), ("4x2x64x2", "mixed", None)];
+    for shape_name in ["2x1x16x2", "4x2x64x2"] {
+        for n in [1, 4, 32] {
+            scale.push((shape_name, "mixed", Some(n)));
+        }
+    }
+    println!(
+        "fingerprint scale all {:016x}",
+        fingerprint_set("scale ", &presets[..2], &scale, batches)
+    );
 }
 
 /// FNV-1a, 64 bits: stable across Rust releases, unlike std's hasher.
