@@ -7,8 +7,13 @@
 //! (`--toggle-collect`), and divides by the decisions; docs/benchmarks/
 //! decision-cost.md holds the numbers.
 //!
-//! Both run in `cargo test` with small defaults and check what a measurement
-//! rests on; the tool runs them bigger (400 batches for the fingerprint):
+//! `decision_rate` times the agent's work natively instead, from the wakeups
+//! ring's records on (see [`agent_batch`]); `tools/bench/decision-rate` runs
+//! it.
+//!
+//! All three run in `cargo test` with small defaults and check what a
+//! measurement rests on; the tools run them bigger (400 batches for the
+//! fingerprint):
 //! - `decision_cost`: one workload on one machine, from the environment:
 //!   `WAKELAB_COST_LOAD` (`pingpong` or `mixed`), `WAKELAB_COST_BATCH`
 //!   (wake-ups a batch of the mixed load; unset: 1-4),
@@ -25,6 +30,10 @@
 //!   same on a second pass (no decision depends on anything but its inputs)
 //!   and that trace mode, which copies the inputs, leaves every CPU as
 //!   without it.
+//! - `decision_rate`: one workload, chosen as for `decision_cost`; after
+//!   `WAKELAB_COST_N` wake-ups of warm-up, batches timed until
+//!   `WAKELAB_RATE_MS` of them is measured. It checks every decision as
+//!   `decision_cost` does, and that the agent's counters saw every one.
 //!
 //! Workloads:
 //! - `pingpong`: two tasks waking each other with sync wake-ups (a pipe),
@@ -39,14 +48,20 @@
 
 use std::hash::Hasher;
 use std::sync::mpsc::sync_channel;
+use std::time::{Duration, Instant};
 
 use scx_wakelab::policy::rng::XorShift;
 use scx_wakelab::policy::{Config, CpuSet, Topology, WakerContext};
 
+use super::agent::monotonic_ns;
+use super::bpf_intf as raw;
 use super::bpf_skel::types::bss;
-use super::placement::Placer;
-use super::protocol::as_bpf::{write_cpus, zeroed_bss};
-use super::protocol::{CpuReading, Sleep, Waker, Wakeup, read_cpus};
+use super::placement::{Outcome, Placer};
+use super::protocol::as_bpf::{bytes_of, record, write_cpus, zeroed_bss};
+use super::protocol::{
+    CpuReading, Decision, Message, Sleep, Waker, Wakeup, add_inflight, note_consumed, read_cpus,
+};
+use super::stats::{HOP_ENQUEUE_READ, HOP_READ_COMMIT, LiveMetrics};
 
 const AGENT_PID: i32 = 1;
 const SLICE_NS: u64 = 5_000_000;
@@ -464,6 +479,169 @@ fn batch_label(load_name: &str, per_batch: Option<usize>) -> String {
         ("pingpong", None) => "1".to_string(),
         (_, None) => "1-4".to_string(),
     }
+}
+
+/// What the agent keeps from batch to batch (`Agent::inbox`, `batch`,
+/// `local`): reused, so that no batch allocates.
+#[derive(Default)]
+struct AgentKeeps {
+    inbox: Vec<Message>,
+    decisions: Vec<Decision>,
+    local: LiveMetrics,
+}
+
+/// What `decision_rate` times: the agent's work for one batch from the
+/// wakeups ring's records to the decisions ready to hand over, as
+/// `Agent::step` and `Agent::place` do it: each record parsed as the ring's
+/// callback parses it, the read counted in the .bss, the sleep reports, the
+/// CPU states read and `begin_batch`, and for each wake-up `place`, its
+/// in-flight count in the .bss, its hop time and its `Decision`, with the
+/// agent's two clock reads. Not here: libbpf's walk of the ring to each
+/// record and the hand-over (the apply_decisions syscall or the decisions
+/// ring), which need a kernel. No wake-up carries a handoff slot: every
+/// decision takes the apply road. Sleeps are reported before the CPU
+/// states are read, as the agent does (`decide` does it after, which the
+/// fingerprint keeps).
+#[inline(never)]
+fn agent_batch(p: &mut Placer, sh: &mut Shared, records: &[raw::wakeup_msg], k: &mut AgentKeeps) {
+    k.inbox.clear();
+    for r in records {
+        if let Some(m) = Message::parse(bytes_of(r)) {
+            k.inbox.push(m);
+        }
+    }
+    let read_ns = monotonic_ns();
+    k.decisions.clear();
+    let wakeups = k
+        .inbox
+        .iter()
+        .filter(|m| matches!(m, Message::Wakeup(_)))
+        .count() as u64;
+    note_consumed(&mut sh.bss, k.inbox.len() as u64, wakeups, wakeups);
+    let now = k
+        .inbox
+        .iter()
+        .map(|m| match m {
+            Message::Wakeup(w) => w.enqueue_ns,
+            Message::Sleep(s) => s.at_ns,
+        })
+        .max()
+        .unwrap_or(0);
+    for m in &k.inbox {
+        if let Message::Sleep(s) = m {
+            k.local.sleep_events += 1;
+            p.on_sleep(s);
+        }
+    }
+    if wakeups > 0 {
+        read_cpus(&sh.bss, &mut sh.readings);
+        p.begin_batch(&sh.readings, now);
+    }
+    for m in &k.inbox {
+        let Message::Wakeup(w) = m else {
+            continue;
+        };
+        k.local
+            .record_hop(HOP_ENQUEUE_READ, read_ns.saturating_sub(w.enqueue_mono_ns));
+        let placed = p.place(w);
+        k.local.nr_decisions += 1;
+        if placed.outcome == Outcome::DelayedRequeue {
+            k.local.delayed_requeues += 1;
+        }
+        add_inflight(&mut sh.bss, placed.cpu);
+        k.decisions.push(Decision::for_wakeup(w, placed.cpu));
+    }
+    let committed = monotonic_ns();
+    for d in &mut k.decisions {
+        d.committed_ns = committed;
+        k.local
+            .record_hop(HOP_READ_COMMIT, committed.saturating_sub(read_ns));
+    }
+}
+
+/// The median cost of the two clock reads that time each batch in
+/// `decision_rate`, which its time includes.
+fn clock_pair_ns() -> u64 {
+    let mut v: Vec<u64> = (0..1001)
+        .map(|_| {
+            let t = Instant::now();
+            t.elapsed().as_nanos() as u64
+        })
+        .collect();
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// The agent's decisions a second on this host, natively: `agent_batch`
+/// timed batch by batch, fed by the loads of `decision_cost` (the same
+/// variables choose them) through the .bss and ring records the host's
+/// stand-in for BPF writes, untimed. `WAKELAB_COST_N` wake-ups warm up,
+/// then batches are timed until `WAKELAB_RATE_MS` of them is measured.
+/// `tools/bench/decision-rate` runs it in a release build.
+#[test]
+fn decision_rate() {
+    let load_name = env("WAKELAB_COST_LOAD", "pingpong");
+    let topo = shape(&env("WAKELAB_COST_SHAPE", "2x1x2x2"));
+    let preset = env("WAKELAB_COST_PRESET", "mainline");
+    let warm_up: usize = env("WAKELAB_COST_N", "200")
+        .parse()
+        .expect("WAKELAB_COST_N");
+    let target = Duration::from_millis(
+        env("WAKELAB_RATE_MS", "20")
+            .parse()
+            .expect("WAKELAB_RATE_MS"),
+    );
+    let per_batch = per_batch_from_env();
+    let nr = topo.nr_cpus();
+    let online = *topo.online();
+    let mut p = placer(topo, &preset);
+    let mut sh = Shared::new(nr);
+    let mut work = load(&load_name, nr, per_batch);
+    let mut keeps = AgentKeeps::default();
+    let mut records = Vec::new();
+    let mut out = Vec::new();
+    let (mut timed, mut done, mut batches, mut decisions) = (Duration::ZERO, 0, 0, 0);
+    while done < warm_up || timed < target {
+        let b = work.next();
+        // BPF's part: the CPU states and the messages, as it leaves them.
+        sh.publish(&b);
+        records.clear();
+        records.extend(b.sleeps.iter().map(|s| record(&Message::Sleep(*s), nr)));
+        records.extend(
+            b.wakeups
+                .iter()
+                .map(|w| record(&Message::Wakeup(w.clone()), nr)),
+        );
+        let t = Instant::now();
+        agent_batch(&mut p, &mut sh, &records, &mut keeps);
+        let spent = t.elapsed();
+        out.clear();
+        out.extend(keeps.decisions.iter().map(|d| d.cpu.expect("a CPU")));
+        assert_eq!(out.len(), b.wakeups.len());
+        for (w, &c) in b.wakeups.iter().zip(&out) {
+            assert!(
+                online.contains(c) && w.allowed.contains(c),
+                "{load_name}: pid {} placed on CPU {c}, not an allowed online CPU",
+                w.pid
+            );
+        }
+        work.placed(&b, &out);
+        if done >= warm_up {
+            timed += spent;
+            batches += 1;
+            decisions += out.len();
+        }
+        done += out.len();
+    }
+    assert_eq!(keeps.local.nr_decisions, done as u64);
+    let ns = timed.as_nanos() as u64;
+    println!(
+        "decision_rate load={load_name} batch={} cpus={nr} preset={preset} batches={batches} decisions={decisions} ns={ns} ns_per_decision={} decisions_per_s={} clock_pair_ns={}",
+        batch_label(&load_name, per_batch),
+        ns / decisions as u64,
+        decisions as u128 * 1_000_000_000 / ns.max(1) as u128,
+        clock_pair_ns()
+    );
 }
 
 /// One workload's run of `batches` batches: the hash of its CPUs alone, and
