@@ -10,7 +10,8 @@
 //! - socket.rs and stats.rs: the one socket (scx_stats' counters, `set`) and
 //!   the counters it serves;
 //! - env_checks.rs: what must hold before loading;
-//! - placement_cost.rs (tests only): the agent's work per decision, counted.
+//! - placement_cost.rs (tests only): the agent's work per decision, counted
+//!   (instructions) and timed (decisions a second).
 //!
 //! This file runs them: run_scheduler() loads, runs until Ctrl-C/SIGTERM or
 //! until the kernel unloads us, reloads when the kernel asks (ACT_RESTART,

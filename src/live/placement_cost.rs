@@ -1,24 +1,39 @@
-//! A driver for counting the agent's work per decision, `Placer::begin_batch`
-//! plus `Placer::place`, on the host (no BPF, no kernel): synthetic CPU
-//! readings and wake-ups fed to a real `Placer`, as `Agent::place` feeds it.
-//! `tools/bench/decision-cost` runs it under callgrind, which counts only the
-//! calls of [`decide`] (`--toggle-collect`), and divides by the decisions;
-//! docs/benchmarks/decision-cost.md holds the numbers.
+//! A driver for counting the agent's work per decision, the read of the CPU
+//! states (`protocol::read_cpus`) plus `Placer::begin_batch` and
+//! `Placer::place`, on the host (no BPF, no kernel): synthetic CPU states,
+//! written into a .bss of the real layout, and wake-ups fed to a real
+//! `Placer`, as `Agent::place` feeds it. `tools/bench/decision-cost` runs it
+//! under callgrind, which counts only the calls of [`decide`]
+//! (`--toggle-collect`), and divides by the decisions; docs/benchmarks/
+//! decision-cost.md holds the numbers.
 //!
-//! Both run in `cargo test` with small defaults and check what a measurement
-//! rests on; the tool runs them bigger (400 batches for the fingerprint):
+//! `decision_rate` times the agent's work natively instead, from the wakeups
+//! ring's records on (see [`agent_batch`]); `tools/bench/decision-rate` runs
+//! it.
+//!
+//! All three run in `cargo test` with small defaults and check what a
+//! measurement rests on; the tools run them bigger (400 batches for the
+//! fingerprint):
 //! - `decision_cost`: one workload on one machine, from the environment:
-//!   `WAKELAB_COST_LOAD` (`pingpong` or `mixed`), `WAKELAB_COST_SHAPE`
-//!   (`NODESxLLCSxCORESxTHREADS`), `WAKELAB_COST_PRESET`, `WAKELAB_COST_N`
-//!   (wake-ups measured, after as many again unmeasured to warm up). It
-//!   checks that every decision is an allowed CPU of the machine.
+//!   `WAKELAB_COST_LOAD` (`pingpong` or `mixed`), `WAKELAB_COST_BATCH`
+//!   (wake-ups a batch of the mixed load; unset: 1-4),
+//!   `WAKELAB_COST_SHAPE` (`NODESxLLCSxCORESxTHREADS`), `WAKELAB_COST_PRESET`,
+//!   `WAKELAB_COST_N` (wake-ups measured, after as many again unmeasured to
+//!   warm up). It checks that every decision is an allowed CPU of the machine.
 //! - `decision_fingerprint`: every workload on several machines and presets in
 //!   trace mode, hashed: every decision's inputs as the engine saw them (the
 //!   snapshot, the idle-core hints, task and waker), its rule chain and CPU,
 //!   and the final counters. A change meant to make the agent cheaper must
-//!   leave the printed hash as it was. It checks that the hash is the same on
-//!   a second pass (no decision depends on anything but its inputs) and that
-//!   trace mode, which copies the inputs, leaves every CPU as without it.
+//!   leave the printed hashes as they were: `fingerprint all` (five machines
+//!   up to 256 CPUs, both loads, five presets) and `fingerprint scale all`
+//!   (1024 CPUs, and the fixed batch sizes). It checks that each hash is the
+//!   same on a second pass (no decision depends on anything but its inputs)
+//!   and that trace mode, which copies the inputs, leaves every CPU as
+//!   without it.
+//! - `decision_rate`: one workload, chosen as for `decision_cost`; after
+//!   `WAKELAB_COST_N` wake-ups of warm-up, batches timed until
+//!   `WAKELAB_RATE_MS` of them is measured. It checks every decision as
+//!   `decision_cost` does, and that the agent's counters saw every one.
 //!
 //! Workloads:
 //! - `pingpong`: two tasks waking each other with sync wake-ups (a pipe),
@@ -27,24 +42,35 @@
 //!   The wakee's prev is wherever the placer put it last.
 //! - `mixed`: about two thirds of the CPUs busy with 1-3 tasks (some with a
 //!   wake-up pending, decisions in flight or a CPU awaiting its own wakee),
-//!   batches of 1-4 wake-ups of 200 tasks, some pinned to a few CPUs, half
-//!   sync, a quarter from softirq, and sleep reports that feed the
-//!   delayed-dequeue emulation.
+//!   batches of 1-4 wake-ups of 200 tasks (or a fixed number, of different
+//!   tasks), some pinned to a few CPUs, half sync, a quarter from softirq,
+//!   and sleep reports that feed the delayed-dequeue emulation.
 
 use std::hash::Hasher;
 use std::sync::mpsc::sync_channel;
+use std::time::{Duration, Instant};
 
 use scx_wakelab::policy::rng::XorShift;
 use scx_wakelab::policy::{Config, CpuSet, Topology, WakerContext};
 
-use super::placement::Placer;
-use super::protocol::{CpuReading, Sleep, Waker, Wakeup};
+use super::agent::monotonic_ns;
+use super::bpf_intf as raw;
+use super::bpf_skel::types::bss;
+use super::placement::{Outcome, Placer};
+use super::protocol::as_bpf::{bytes_of, record, write_cpus, zeroed_bss};
+use super::protocol::{
+    CpuReading, Decision, Message, Sleep, Waker, Wakeup, add_inflight, note_consumed, read_cpus,
+};
+use super::stats::{HOP_ENQUEUE_READ, HOP_READ_COMMIT, LiveMetrics};
 
 const AGENT_PID: i32 = 1;
 const SLICE_NS: u64 = 5_000_000;
+/// Tasks of the mixed load.
+const TASKS: usize = 200;
 
-/// One batch as the agent sees it: the CPU readings, when, the sleep reports
-/// and the wake-ups read with them.
+/// One batch as BPF leaves it for the agent: the CPU states (written into
+/// the .bss before the agent reads them), when, the sleep reports and the
+/// wake-ups read with them.
 struct Batch {
     readings: Vec<CpuReading>,
     now_ns: u64,
@@ -52,12 +78,36 @@ struct Batch {
     wakeups: Vec<Wakeup>,
 }
 
-/// What is measured: one batch, as `Agent::place` runs it. Never inlined, so
-/// that callgrind can count exactly its calls (check `calls=` under it in the
+/// What the agent reads the CPUs from: the .bss BPF shares (the kernel maps
+/// it; here a heap copy of the same type) and the readings it reads it into,
+/// one per CPU and reused batch after batch, as `Agent::readings`.
+struct Shared {
+    bss: Box<bss>,
+    readings: Vec<CpuReading>,
+}
+
+impl Shared {
+    fn new(nr: usize) -> Self {
+        Shared {
+            bss: zeroed_bss(),
+            readings: vec![CpuReading::default(); nr],
+        }
+    }
+
+    /// BPF's part, not measured: the CPU states of `b` into the .bss.
+    fn publish(&mut self, b: &Batch) {
+        write_cpus(&mut self.bss, &b.readings);
+    }
+}
+
+/// What is measured: one batch, as `Agent::place` runs it, from the read of
+/// the CPU states in the .bss (`read_cpus`) on. Never inlined, so that
+/// callgrind can count exactly its calls (check `calls=` under it in the
 /// callgrind file: one per measured batch).
 #[inline(never)]
-fn decide(p: &mut Placer, b: &Batch, out: &mut Vec<usize>) {
-    p.begin_batch(&b.readings, b.now_ns);
+fn decide(p: &mut Placer, sh: &mut Shared, b: &Batch, out: &mut Vec<usize>) {
+    read_cpus(&sh.bss, &mut sh.readings);
+    p.begin_batch(&sh.readings, b.now_ns);
     for s in &b.sleeps {
         p.on_sleep(s);
     }
@@ -188,6 +238,9 @@ impl Load for PingPong {
 /// A busy machine; see the module comment.
 struct Mixed {
     nr: usize,
+    /// Wake-ups a batch: None draws 1-4 (the fingerprint's mix), Some(n)
+    /// exactly n, of n different tasks.
+    per_batch: Option<usize>,
     now: u64,
     r: XorShift,
     prev: Vec<usize>,
@@ -195,11 +248,17 @@ struct Mixed {
 }
 
 impl Mixed {
-    fn new(nr: usize) -> Self {
+    fn new(nr: usize, per_batch: Option<usize>) -> Self {
+        assert!(
+            per_batch.is_none_or(|n| (1..=TASKS / 2).contains(&n)),
+            "mixed: 1 to {} wake-ups a batch",
+            TASKS / 2
+        );
         let mut r = XorShift::new(7);
-        let prev = (0..200).map(|_| r.below(nr as u64) as usize).collect();
+        let prev = (0..TASKS).map(|_| r.below(nr as u64) as usize).collect();
         Mixed {
             nr,
+            per_batch,
             now: 1_000_000_000,
             r,
             prev,
@@ -239,20 +298,32 @@ impl Load for Mixed {
         }
         let sleeps = (0..r.below(3))
             .map(|_| Sleep {
-                pid: r.below(200) as u32 + 10,
+                pid: r.below(TASKS as u64) as u32 + 10,
                 cpu: r.below(self.nr as u64) as usize,
                 ran_ns: r.below(2 * SLICE_NS),
                 at_ns: now - r.below(5_000),
             })
             .collect();
-        let wakeups = (0..1 + r.below(4))
+        let nr_wakeups = match self.per_batch {
+            Some(n) => n as u64,
+            None => 1 + r.below(4),
+        };
+        let mut woken = Vec::new();
+        let wakeups = (0..nr_wakeups)
             .map(|_| {
-                let i = r.below(200) as usize;
+                let mut i = r.below(TASKS as u64) as usize;
+                if self.per_batch.is_some() {
+                    // A task wakes once until it has run: not twice a batch.
+                    while woken.contains(&i) {
+                        i = r.below(TASKS as u64) as usize;
+                    }
+                    woken.push(i);
+                }
                 let waker_cpu = r.below(self.nr as u64) as usize;
                 let waker = Waker {
                     cpu: waker_cpu,
                     pid: if r.chance(90) {
-                        r.below(200) as u32 + 10
+                        r.below(TASKS as u64) as u32 + 10
                     } else {
                         0
                     },
@@ -297,10 +368,17 @@ impl Load for Mixed {
     }
 }
 
-fn load(name: &str, nr: usize) -> Box<dyn Load> {
+/// `per_batch`: wake-ups a batch, when fixed (ping-pong's is always 1).
+fn load(name: &str, nr: usize, per_batch: Option<usize>) -> Box<dyn Load> {
     match name {
-        "pingpong" => Box::new(PingPong::new(nr)),
-        "mixed" => Box::new(Mixed::new(nr)),
+        "pingpong" => {
+            assert!(
+                per_batch.is_none_or(|n| n == 1),
+                "pingpong: one wake-up a batch"
+            );
+            Box::new(PingPong::new(nr))
+        }
+        "mixed" => Box::new(Mixed::new(nr, per_batch)),
         other => panic!("unknown load {other}: pingpong or mixed"),
     }
 }
@@ -331,11 +409,13 @@ fn decision_cost() {
     let n: usize = env("WAKELAB_COST_N", "200")
         .parse()
         .expect("WAKELAB_COST_N");
+    let per_batch = per_batch_from_env();
     let nr = topo.nr_cpus();
     let online = *topo.online();
     let mut p = placer(topo, &preset);
-    let mut work = load(&load_name, nr);
-    let mut out = Vec::with_capacity(8);
+    let mut sh = Shared::new(nr);
+    let mut work = load(&load_name, nr, per_batch);
+    let mut out = Vec::with_capacity(64);
     let mut fnv = Fnv::default();
     let (mut decisions, mut batches) = (0usize, 0usize);
     // Warm up with as many wake-ups as are measured: the task table filled,
@@ -345,13 +425,15 @@ fn decision_cost() {
         while done < n {
             let b = work.next();
             out.clear();
+            sh.publish(&b);
             if measured {
-                decide(&mut p, &b, &mut out);
+                decide(&mut p, &mut sh, &b, &mut out);
                 batches += 1;
             } else {
                 // Not through a function of its own: the compiler would merge
                 // it with `decide`, and callgrind count the warm-up too.
-                p.begin_batch(&b.readings, b.now_ns);
+                read_cpus(&sh.bss, &mut sh.readings);
+                p.begin_batch(&sh.readings, b.now_ns);
                 for s in &b.sleeps {
                     p.on_sleep(s);
                 }
@@ -377,20 +459,195 @@ fn decision_cost() {
         }
     }
     println!(
-        "decision_cost load={load_name} cpus={nr} preset={preset} batches={batches} decisions={decisions} cpus_hash={:016x}",
+        "decision_cost load={load_name} batch={} cpus={nr} preset={preset} batches={batches} decisions={decisions} cpus_hash={:016x}",
+        batch_label(&load_name, per_batch),
         fnv.finish()
+    );
+}
+
+/// `WAKELAB_COST_BATCH`: wake-ups a batch of the mixed load (unset or
+/// empty: 1-4, drawn).
+fn per_batch_from_env() -> Option<usize> {
+    let v = env("WAKELAB_COST_BATCH", "");
+    (!v.is_empty()).then(|| v.parse().expect("WAKELAB_COST_BATCH: a number"))
+}
+
+/// Wake-ups a batch, as the tables print it.
+fn batch_label(load_name: &str, per_batch: Option<usize>) -> String {
+    match (load_name, per_batch) {
+        (_, Some(n)) => n.to_string(),
+        ("pingpong", None) => "1".to_string(),
+        (_, None) => "1-4".to_string(),
+    }
+}
+
+/// What the agent keeps from batch to batch (`Agent::inbox`, `batch`,
+/// `local`): reused, so that no batch allocates.
+#[derive(Default)]
+struct AgentKeeps {
+    inbox: Vec<Message>,
+    decisions: Vec<Decision>,
+    local: LiveMetrics,
+}
+
+/// What `decision_rate` times: the agent's work for one batch from the
+/// wakeups ring's records to the decisions ready to hand over, as
+/// `Agent::step` and `Agent::place` do it: each record parsed as the ring's
+/// callback parses it, the read counted in the .bss, the sleep reports, the
+/// CPU states read and `begin_batch`, and for each wake-up `place`, its
+/// in-flight count in the .bss, its hop time and its `Decision`, with the
+/// agent's two clock reads. Not here: libbpf's walk of the ring to each
+/// record and the hand-over (the apply_decisions syscall or the decisions
+/// ring), which need a kernel. No wake-up carries a handoff slot: every
+/// decision takes the apply road. Sleeps are reported before the CPU
+/// states are read, as the agent does (`decide` does it after, which the
+/// fingerprint keeps).
+#[inline(never)]
+fn agent_batch(p: &mut Placer, sh: &mut Shared, records: &[raw::wakeup_msg], k: &mut AgentKeeps) {
+    k.inbox.clear();
+    for r in records {
+        if let Some(m) = Message::parse(bytes_of(r)) {
+            k.inbox.push(m);
+        }
+    }
+    let read_ns = monotonic_ns();
+    k.decisions.clear();
+    let wakeups = k
+        .inbox
+        .iter()
+        .filter(|m| matches!(m, Message::Wakeup(_)))
+        .count() as u64;
+    note_consumed(&mut sh.bss, k.inbox.len() as u64, wakeups, wakeups);
+    let now = k
+        .inbox
+        .iter()
+        .map(|m| match m {
+            Message::Wakeup(w) => w.enqueue_ns,
+            Message::Sleep(s) => s.at_ns,
+        })
+        .max()
+        .unwrap_or(0);
+    for m in &k.inbox {
+        if let Message::Sleep(s) = m {
+            k.local.sleep_events += 1;
+            p.on_sleep(s);
+        }
+    }
+    if wakeups > 0 {
+        read_cpus(&sh.bss, &mut sh.readings);
+        p.begin_batch(&sh.readings, now);
+    }
+    for m in &k.inbox {
+        let Message::Wakeup(w) = m else {
+            continue;
+        };
+        k.local
+            .record_hop(HOP_ENQUEUE_READ, read_ns.saturating_sub(w.enqueue_mono_ns));
+        let placed = p.place(w);
+        k.local.nr_decisions += 1;
+        if placed.outcome == Outcome::DelayedRequeue {
+            k.local.delayed_requeues += 1;
+        }
+        add_inflight(&mut sh.bss, placed.cpu);
+        k.decisions.push(Decision::for_wakeup(w, placed.cpu));
+    }
+    let committed = monotonic_ns();
+    for d in &mut k.decisions {
+        d.committed_ns = committed;
+        k.local
+            .record_hop(HOP_READ_COMMIT, committed.saturating_sub(read_ns));
+    }
+}
+
+/// The median cost of the two clock reads that time each batch in
+/// `decision_rate`, which its time includes.
+fn clock_pair_ns() -> u64 {
+    let mut v: Vec<u64> = (0..1001)
+        .map(|_| {
+            let t = Instant::now();
+            t.elapsed().as_nanos() as u64
+        })
+        .collect();
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// The agent's decisions a second on this host, natively: `agent_batch`
+/// timed batch by batch, fed by the loads of `decision_cost` (the same
+/// variables choose them) through the .bss and ring records the host's
+/// stand-in for BPF writes, untimed. `WAKELAB_COST_N` wake-ups warm up,
+/// then batches are timed until `WAKELAB_RATE_MS` of them is measured.
+/// `tools/bench/decision-rate` runs it in a release build.
+#[test]
+fn decision_rate() {
+    let load_name = env("WAKELAB_COST_LOAD", "pingpong");
+    let topo = shape(&env("WAKELAB_COST_SHAPE", "2x1x2x2"));
+    let preset = env("WAKELAB_COST_PRESET", "mainline");
+    let warm_up: usize = env("WAKELAB_COST_N", "200")
+        .parse()
+        .expect("WAKELAB_COST_N");
+    let target = Duration::from_millis(
+        env("WAKELAB_RATE_MS", "20")
+            .parse()
+            .expect("WAKELAB_RATE_MS"),
+    );
+    let per_batch = per_batch_from_env();
+    let nr = topo.nr_cpus();
+    let online = *topo.online();
+    let mut p = placer(topo, &preset);
+    let mut sh = Shared::new(nr);
+    let mut work = load(&load_name, nr, per_batch);
+    let mut keeps = AgentKeeps::default();
+    let mut records = Vec::new();
+    let mut out = Vec::new();
+    let (mut timed, mut done, mut batches, mut decisions) = (Duration::ZERO, 0, 0, 0);
+    while done < warm_up || timed < target {
+        let b = work.next();
+        // BPF's part: the CPU states and the messages, as it leaves them.
+        sh.publish(&b);
+        records.clear();
+        records.extend(b.sleeps.iter().map(|s| record(&Message::Sleep(*s), nr)));
+        records.extend(
+            b.wakeups
+                .iter()
+                .map(|w| record(&Message::Wakeup(w.clone()), nr)),
+        );
+        let t = Instant::now();
+        agent_batch(&mut p, &mut sh, &records, &mut keeps);
+        let spent = t.elapsed();
+        out.clear();
+        out.extend(keeps.decisions.iter().map(|d| d.cpu.expect("a CPU")));
+        assert_eq!(out.len(), b.wakeups.len());
+        for (w, &c) in b.wakeups.iter().zip(&out) {
+            assert!(
+                online.contains(c) && w.allowed.contains(c),
+                "{load_name}: pid {} placed on CPU {c}, not an allowed online CPU",
+                w.pid
+            );
+        }
+        work.placed(&b, &out);
+        if done >= warm_up {
+            timed += spent;
+            batches += 1;
+            decisions += out.len();
+        }
+        done += out.len();
+    }
+    assert_eq!(keeps.local.nr_decisions, done as u64);
+    let ns = timed.as_nanos() as u64;
+    println!(
+        "decision_rate load={load_name} batch={} cpus={nr} preset={preset} batches={batches} decisions={decisions} ns={ns} ns_per_decision={} decisions_per_s={} clock_pair_ns={}",
+        batch_label(&load_name, per_batch),
+        ns / decisions as u64,
+        decisions as u128 * 1_000_000_000 / ns.max(1) as u128,
+        clock_pair_ns()
     );
 }
 
 /// One workload's run of `batches` batches: the hash of its CPUs alone, and
 /// with trace mode, the hash of everything (see the module comment).
-fn fingerprint_one(
-    preset: &str,
-    shape_name: &str,
-    load_name: &str,
-    batches: usize,
-    traced: bool,
-) -> (u64, u64) {
+fn fingerprint_one(preset: &str, w: &Workload, batches: usize, traced: bool) -> (u64, u64) {
+    let &(shape_name, load_name, per_batch) = w;
     let mut topo = shape(shape_name);
     if shape_name == "1x1x4x2" {
         // A hole: CPU 3 offline (its sibling 2 left alone).
@@ -402,13 +659,15 @@ fn fingerprint_one(
     if traced {
         p.set_trace(tx);
     }
-    let mut work = load(load_name, nr);
+    let mut sh = Shared::new(nr);
+    let mut work = load(load_name, nr, per_batch);
     let (mut cpus, mut h) = (Fnv::default(), Fnv::default());
     let mut out = Vec::new();
     for _ in 0..batches {
         let b = work.next();
         out.clear();
-        decide(&mut p, &b, &mut out);
+        sh.publish(&b);
+        decide(&mut p, &mut sh, &b, &mut out);
         work.placed(&b, &out);
         for &c in &out {
             cpus.write_u64(c as u64);
@@ -424,33 +683,73 @@ fn fingerprint_one(
     (cpus.finish(), h.finish())
 }
 
+/// A machine's shape, a load and its wake-ups a batch (None: the load's own).
+type Workload = (&'static str, &'static str, Option<usize>);
+
+/// Each of `presets` on each of `workloads`, each checked (see the module
+/// comment) and its hash printed; returns the hash of them all. A workload
+/// of n wake-ups a batch runs `batches / n` batches: about as many decisions
+/// as the others, each traced with every CPU's state.
+fn fingerprint_set(name: &str, presets: &[&str], workloads: &[Workload], batches: usize) -> u64 {
+    let mut all = Fnv::default();
+    for &preset in presets {
+        for w in workloads {
+            let batches = w.2.map_or(batches, |n| (batches / n).max(1));
+            let (cpus, h) = fingerprint_one(preset, w, batches, true);
+            let (shape_name, load_name, per_batch) = w;
+            let what = match per_batch {
+                None => format!("{preset} {shape_name} {load_name}"),
+                Some(n) => format!("{preset} {shape_name} {load_name}/{n}"),
+            };
+            assert_eq!(
+                fingerprint_one(preset, w, batches, true),
+                (cpus, h),
+                "{what}: a second pass decided otherwise"
+            );
+            assert_eq!(
+                fingerprint_one(preset, w, batches, false).0,
+                cpus,
+                "{what}: trace mode changed a decision"
+            );
+            println!("fingerprint {name}{what} {h:016x}");
+            all.write_u64(h);
+        }
+    }
+    all.finish()
+}
+
 #[test]
 fn decision_fingerprint() {
     let batches: usize = env("WAKELAB_FINGERPRINT_BATCHES", "40")
         .parse()
         .expect("WAKELAB_FINGERPRINT_BATCHES");
-    let mut all = Fnv::default();
-    for preset in ["mainline", "v5.10", "v5.13", "v5.14", "v6.12"] {
-        for shape_name in ["2x1x2x2", "1x1x4x2", "2x1x16x2", "2x2x32x2", "1x2x3x1"] {
-            for load_name in ["pingpong", "mixed"] {
-                let (cpus, h) = fingerprint_one(preset, shape_name, load_name, batches, true);
-                let what = format!("{preset} {shape_name} {load_name}");
-                assert_eq!(
-                    fingerprint_one(preset, shape_name, load_name, batches, true),
-                    (cpus, h),
-                    "{what}: a second pass decided otherwise"
-                );
-                assert_eq!(
-                    fingerprint_one(preset, shape_name, load_name, batches, false).0,
-                    cpus,
-                    "{what}: trace mode changed a decision"
-                );
-                println!("fingerprint {what} {h:016x}");
-                all.write_u64(h);
-            }
+    let mut first = Vec::new();
+    for shape_name in ["2x1x2x2", "1x1x4x2", "2x1x16x2", "2x2x32x2", "1x2x3x1"] {
+        for load_name in ["pingpong", "mixed"] {
+            first.push((shape_name, load_name, None));
         }
     }
-    println!("fingerprint all {:016x}", all.finish());
+    // The set the hash has covered from the start: its line stays
+    // comparable with every run recorded before the scale set came.
+    let presets = ["mainline", "v5.10", "v5.13", "v5.14", "v6.12"];
+    println!(
+        "fingerprint all {:016x}",
+        fingerprint_set("", &presets, &first, batches)
+    );
+    // The machine of WL_MAX_CPUS CPUs and the fixed batch sizes the cost
+    // is measured at, hashed apart; on the two presets whose idle scans
+    // differ most (SIS_UTIL, SIS_PROP), as every 1024-CPU decision traced
+    // is slow to hash.
+    let mut scale = vec![("4x2x64x2", "pingpong", None), ("4x2x64x2", "mixed", None)];
+    for shape_name in ["2x1x16x2", "4x2x64x2"] {
+        for n in [1, 4, 32] {
+            scale.push((shape_name, "mixed", Some(n)));
+        }
+    }
+    println!(
+        "fingerprint scale all {:016x}",
+        fingerprint_set("scale ", &presets[..2], &scale, batches)
+    );
 }
 
 /// FNV-1a, 64 bits: stable across Rust releases, unlike std's hasher.

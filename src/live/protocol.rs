@@ -524,17 +524,124 @@ fn apply_with(
     Ok(())
 }
 
+/// BPF's half, played on the host for tests and benchmarks that run without a
+/// kernel: a `.bss` as mapped at load, the CPU states BPF keeps in it, and
+/// the wakeups ring's records as bpf/wakeups.bpf.c fills them. The agent's
+/// own readers (`read_cpus`, `Message::parse`) then read them as they read
+/// BPF's.
 #[cfg(test)]
-mod tests {
+pub mod as_bpf {
     use super::*;
 
-    fn bytes_of(m: &raw::wakeup_msg) -> Vec<u8> {
-        // SAFETY: wakeup_msg is plain integers; viewed as its bytes.
+    /// A .bss as mapped at load: all zero. On the heap: its per-CPU arrays
+    /// make it too big for a test thread's stack.
+    pub fn zeroed_bss() -> Box<bss> {
+        // SAFETY: the .bss is plain integers (and one pointer BPF alone
+        // uses), and BPF sees it zeroed at load.
+        unsafe { Box::<bss>::new_zeroed().assume_init() }
+    }
+
+    /// Every CPU's state as BPF would have left it for `readings` to be
+    /// what `read_cpus` reads; the fields no reading carries are left alone.
+    pub fn write_cpus(b: &mut bss, readings: &[CpuReading]) {
+        let sh = &mut b.wl_shared;
+        for (cpu, r) in readings.iter().enumerate().take(sh.cpu_state.len()) {
+            let cs = &mut sh.cpu_state[cpu];
+            cs.idle = r.idle as u32;
+            cs.curr_pid = r.curr_pid;
+            cs.nr_runnable = r.nr_runnable;
+            cs.ttwu_pending = r.ttwu_pending as u32;
+            cs.dsq_queued = r.dsq_queued;
+            cs.last_idle_ns = r.last_idle_ns;
+            cs.last_idle_end_ns = r.last_idle_end_ns;
+            cs.free_since_ns = r.free_since_ns;
+            cs.busy_ns = r.busy_ns;
+            cs.run_start_ns = r.run_start_ns;
+            sh.own_wakee_until[cpu] = r.own_wakee_until_ns;
+            sh.inflight[cpu] = r.inflight;
+        }
+    }
+
+    /// The ring record BPF sends for `m` on a machine of `nr_cpu_ids` CPUs:
+    /// a task allowed on all of them carries WL_MSG_ALL_CPUS instead of its
+    /// mask, and a wake-up without ops.select_cpu() no waker, as there.
+    pub fn record(m: &Message, nr_cpu_ids: usize) -> raw::wakeup_msg {
+        // SAFETY: all-zero is a valid wakeup_msg (BPF reserves it unzeroed,
+        // but fills every field the agent reads).
+        let mut r: raw::wakeup_msg = unsafe { std::mem::zeroed() };
+        match m {
+            Message::Sleep(s) => {
+                r.kind = raw::wakeup_msg_kind_WL_MSG_SLEEP;
+                r.pid = s.pid as i32;
+                r.task_cpu = s.cpu as i32;
+                r.exec_runtime = s.ran_ns;
+                r.enqueue_ns = s.at_ns;
+            }
+            Message::Wakeup(w) => {
+                r.kind = raw::wakeup_msg_kind_WL_MSG_ENQUEUE;
+                r.pid = w.pid as i32;
+                r.task_cpu = w.task_cpu as i32;
+                r.prev_cpu = w.prev_cpu as i32;
+                r.enq_cnt = w.enq_cnt;
+                r.enqueue_ns = w.enqueue_ns;
+                r.enqueue_mono_ns = w.enqueue_mono_ns;
+                r.weight = w.weight;
+                r.exec_runtime = w.exec_runtime_ns;
+                if w.is_wakeup {
+                    r.flags |= raw::wakeup_msg_flags_WL_MSG_WAKEUP;
+                }
+                if w.handoff_seq != 0 {
+                    r.flags |= raw::wakeup_msg_flags_WL_MSG_HANDOFF;
+                    r.handoff_seq = w.handoff_seq;
+                }
+                r.waker_cpu = -1;
+                if let Some(k) = &w.waker {
+                    r.flags |= raw::wakeup_msg_flags_WL_MSG_SELECTED;
+                    if k.exiting {
+                        r.flags |= raw::wakeup_msg_flags_WL_MSG_WAKER_EXITING;
+                    }
+                    if k.per_cpu_kthread {
+                        r.flags |= raw::wakeup_msg_flags_WL_MSG_WAKER_PCPU_KTHREAD;
+                    }
+                    r.waker_cpu = k.cpu as i32;
+                    r.waker_pid = k.pid as i32;
+                    r.waker_context = match k.context {
+                        WakerContext::Task => raw::waker_context_WAKER_TASK,
+                        WakerContext::Softirq => raw::waker_context_WAKER_SOFTIRQ,
+                        WakerContext::Hardirq => raw::waker_context_WAKER_HARDIRQ,
+                    };
+                    r.waker_nr_runnable = k.nr_runnable;
+                    r.waker_ttwu_pending = k.ttwu_pending as u32;
+                    r.wake_flags = k.wake_flags;
+                    r.select_ns = k.select_ns;
+                }
+                r.nr_cpus_allowed = w.allowed.count() as u32;
+                if CpuSet::first_n(nr_cpu_ids).is_subset_of(&w.allowed) {
+                    r.flags |= raw::wakeup_msg_flags_WL_MSG_ALL_CPUS;
+                } else {
+                    for cpu in w.allowed.iter() {
+                        r.cpus_allowed[cpu / 64] |= 1 << (cpu % 64);
+                    }
+                }
+            }
+        }
+        r
+    }
+
+    /// A record as the ring hands it to its callback: its bytes.
+    pub fn bytes_of(m: &raw::wakeup_msg) -> &[u8] {
+        // SAFETY: wakeup_msg is plain integers; viewed as its bytes for as
+        // long as it is borrowed.
         unsafe {
             std::slice::from_raw_parts(m as *const raw::wakeup_msg as *const u8, WAKEUP_MSG_SIZE)
         }
-        .to_vec()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::as_bpf::{bytes_of, record, write_cpus, zeroed_bss};
+    use super::*;
 
     /// A record of `kind` for `pid` on `task_cpu`, every other field zero.
     fn msg(kind: u32, pid: i32, task_cpu: i32) -> raw::wakeup_msg {
@@ -547,7 +654,7 @@ mod tests {
     }
 
     fn parse_wakeup(m: &raw::wakeup_msg) -> Wakeup {
-        match Message::parse(&bytes_of(m)) {
+        match Message::parse(bytes_of(m)) {
             Some(Message::Wakeup(w)) => w,
             other => panic!("not a wake-up: {other:?}"),
         }
@@ -589,7 +696,7 @@ mod tests {
         m.exec_runtime = 5000;
         m.enqueue_ns = 77;
         assert_eq!(
-            Message::parse(&bytes_of(&m)),
+            Message::parse(bytes_of(&m)),
             Some(Message::Sleep(Sleep {
                 pid: 11,
                 cpu: 2,
@@ -599,17 +706,11 @@ mod tests {
         );
         // A negative CPU from BPF becomes 0, never a huge index.
         m.task_cpu = -1;
-        let Some(Message::Sleep(s)) = Message::parse(&bytes_of(&m)) else {
+        let Some(Message::Sleep(s)) = Message::parse(bytes_of(&m)) else {
             panic!()
         };
         assert_eq!(s.cpu, 0);
         assert_eq!(Message::parse(&bytes_of(&m)[..10]), None);
-    }
-
-    /// A .bss as mapped at load: all zero.
-    fn zeroed_bss() -> Box<bss> {
-        // SAFETY: the .bss is plain integers, and BPF sees it zeroed at load.
-        unsafe { Box::<bss>::new_zeroed().assume_init() }
     }
 
     fn slot_word(b: &bss, seq: u64) -> u64 {
@@ -688,5 +789,84 @@ mod tests {
         assert_eq!(d.to_raw().cpu, raw::wakelab_consts_WL_CPU_ANY);
         let d = Decision { cpu: Some(3), ..d };
         assert_eq!((d.to_raw().cpu, d.to_raw().enq_cnt), (3, 4));
+    }
+
+    /// The benchmarks read what the host's stand-in for BPF wrote, through
+    /// the agent's readers: they measure the real reads only if the stand-in
+    /// writes exactly what the readers give back.
+    #[test]
+    fn the_hosts_bpf_writes_what_the_agent_reads() {
+        let readings: Vec<CpuReading> = (0..5u32)
+            .map(|c| CpuReading {
+                idle: c % 2 == 0,
+                curr_pid: c as i32 * 7,
+                nr_runnable: c,
+                ttwu_pending: c == 3,
+                dsq_queued: c + 1,
+                last_idle_ns: 10 + c as u64,
+                last_idle_end_ns: 20 + c as u64,
+                free_since_ns: 30 + c as u64,
+                busy_ns: 40 + c as u64,
+                run_start_ns: 50 + c as u64,
+                own_wakee_until_ns: 60 + c as u64,
+                inflight: 2 * c,
+            })
+            .collect();
+        let mut b = zeroed_bss();
+        write_cpus(&mut b, &readings);
+        let mut back = vec![CpuReading::default(); readings.len()];
+        read_cpus(&b, &mut back);
+        assert_eq!(back, readings);
+
+        let waker = Waker {
+            cpu: 2,
+            pid: 9,
+            context: WakerContext::Hardirq,
+            exiting: true,
+            per_cpu_kthread: true,
+            nr_runnable: 3,
+            ttwu_pending: true,
+            wake_flags: 0x18,
+            select_ns: 1_000,
+        };
+        let pinned = Wakeup {
+            pid: 42,
+            task_cpu: 1,
+            prev_cpu: 3,
+            is_wakeup: true,
+            waker: Some(waker),
+            enq_cnt: 5,
+            enqueue_ns: 1_100,
+            enqueue_mono_ns: 1_200,
+            weight: 100,
+            exec_runtime_ns: 300,
+            allowed: CpuSet::from_cpus([1, 3, 70]),
+            handoff_seq: 8,
+        };
+        let sleep = Message::Sleep(Sleep {
+            pid: 4,
+            cpu: 2,
+            ran_ns: 9,
+            at_ns: 10,
+        });
+        for m in [Message::Wakeup(pinned.clone()), sleep] {
+            assert_eq!(Message::parse(bytes_of(&record(&m, 128))), Some(m));
+        }
+        // A task allowed everywhere travels as WL_MSG_ALL_CPUS: the agent
+        // reads every CPU there may be, which the placer narrows to its own.
+        let free = Wakeup {
+            waker: None,
+            allowed: CpuSet::first_n(128),
+            ..pinned
+        };
+        let m = record(&Message::Wakeup(free.clone()), 128);
+        assert_ne!(m.flags & raw::wakeup_msg_flags_WL_MSG_ALL_CPUS, 0);
+        assert_eq!(
+            parse_wakeup(&m),
+            Wakeup {
+                allowed: CpuSet::first_n(scx_wakelab::policy::MAX_CPUS),
+                ..free
+            }
+        );
     }
 }
