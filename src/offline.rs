@@ -18,8 +18,14 @@ use std::path::{Path, PathBuf};
 pub const BINARY: &str = "scx_wakelab-offline";
 
 /// Replaces this process with the sibling, given the same arguments; returns only when
-/// there is no sibling to trust or it cannot be executed.
+/// there is no sibling to trust or it cannot be executed, having told the library that the
+/// command runs here, on the fixed heap (the limits of `scx_wakelab::heap` then apply).
 pub fn hand_over() {
+    exec_sibling();
+    scx_wakelab::heap::declare_fixed_heap();
+}
+
+fn exec_sibling() {
     let Some(path) = sibling() else { return };
     let euid = unsafe { libc::geteuid() };
     if trusted(&path, euid).is_err() {

@@ -159,7 +159,7 @@ pub use types::{
 #[cfg(test)]
 mod test_util;
 #[cfg(test)]
-mod tests_alloc;
+pub(crate) mod tests_alloc;
 #[cfg(test)]
 mod tests_config;
 #[cfg(test)]
