@@ -125,8 +125,10 @@ impl From<&TraceRecord> for Scenario {
 // Parsing and resolution
 // ------------------------------------------------------------------------------------------
 
-/// Parses JSON text into `T`; the error is one line naming the field.
+/// Parses JSON text into `T`; the error is one line naming the field.  A text over the
+/// limits of [`crate::json_limits`] is refused before serde allocates anything for it.
 pub fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    crate::json_limits::check(text)?;
     serde_json::from_str(text).map_err(|e| super::json_path::describe_error(text, &e))
 }
 

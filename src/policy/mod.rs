@@ -150,7 +150,7 @@ pub use topology::{
 };
 pub use trace::{
     CpuBase, CpuState, CpuStateMap, CpuStateValue, CpuStates, DEFAULT_WAKER_PID, LlcStateInput,
-    TopologyInput, TraceRecord, WakeInput, WakeKind, parse_shape, policy_spec_of,
+    MAX_OVERRIDES, TopologyInput, TraceRecord, WakeInput, WakeKind, parse_shape, policy_spec_of,
 };
 pub use types::{
     CpuSnapshot, TaskState, WAKE_EXEC, WAKE_FORK, WAKE_SYNC, WAKE_TTWU, WakeCtx, WakerContext,
