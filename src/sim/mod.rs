@@ -50,8 +50,49 @@ pub fn try_run_workload(spec: &SimSpec) -> Result<SimReport, String> {
             spec.duration_ns
         ));
     }
-    let world = world::World::new(spec)?;
+    let footprint = check_footprint(spec, crate::heap::budget())?;
+    run_within(spec, &footprint)
+}
+
+/// `spec`'s [`world::footprint`], or the line refusing it when that is more than `budget`.
+pub fn check_footprint(
+    spec: &SimSpec,
+    budget: crate::heap::Budget,
+) -> Result<world::Footprint, String> {
+    let footprint = world::footprint(spec);
+    let mib = |b: u64| b.div_ceil(1 << 20);
+    if footprint.bytes > budget.bytes || footprint.largest_block > budget.largest_block {
+        return Err(format!(
+            "{}: this run would hold about {} MiB in blocks of up to {} MiB ({} CPUs, {} \
+             tasks, up to {} wake-up latencies kept), more than {}, {}; shorten --seconds or \
+             bound the run with --events",
+            spec.workload.name(),
+            mib(footprint.bytes),
+            mib(footprint.largest_block),
+            footprint.cpus,
+            footprint.tasks,
+            footprint.wakeups,
+            budget.limit(),
+            budget.whose
+        ));
+    }
+    Ok(footprint)
+}
+
+/// Runs `spec` in the room `footprint` plans; a run that wakes tasks more often than it
+/// planned for stops, with an error.
+fn run_within(spec: &SimSpec, footprint: &world::Footprint) -> Result<SimReport, String> {
+    let world = world::World::new(spec, footprint)?;
     let raw = world.run(spec.duration_ns, spec.max_events);
+    if raw.over_footprint {
+        return Err(format!(
+            "{}: the run woke tasks more often than the {} wake-ups it set room aside for, \
+             at {:.3} ms of simulated time; shorten --seconds or bound the run with --events",
+            spec.workload.name(),
+            footprint.wakeups,
+            raw.now_ns as f64 / 1e6
+        ));
+    }
     Ok(SimReport::new(spec, raw))
 }
 
@@ -73,7 +114,9 @@ pub fn try_run_workload(spec: &SimSpec) -> Result<SimReport, String> {
     Model --param keys: slice_ns (750000), ipi_ns (2000), switch_ns (3000), tick_ns (1000000, 0 = off), \
     jitter_pct (20), noise_pct (2), noise_ns (30000).\n\
     Limits: times (*_ns) at most 10000000000 (10 s); counts, and the tasks a run creates, at \
-    most 65536."
+    most 65536; what a run holds (its CPUs, its tasks, and the latency of every wake-up, \
+    estimated before it starts) at most 1 GiB, or 32 MiB in blocks of at most 16 MiB where \
+    scx_wakelab runs it on its own fixed heap, without scx_wakelab-offline beside it."
 )]
 pub struct SimArgs {
     /// The workload to simulate.
@@ -205,5 +248,161 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         crate::explain::emit(&format!("{}\n", serde_json::to_string_pretty(&reports)?))
     } else {
         crate::explain::emit(&render_table(&reports))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::heap::{Budget, FIXED_HEAP_BUDGET, FIXED_HEAP_LARGEST_BLOCK};
+    use crate::policy::tests_alloc::peak_fixed_heap_bytes;
+
+    fn spec(workload: &str, shape: &str, us: u64, params: &[&str]) -> SimSpec {
+        let mut s = SimSpec::new(Workload::by_name(workload).unwrap());
+        s.shape = crate::policy::parse_shape(shape).unwrap();
+        s.duration_ns = us * 1_000;
+        for p in params {
+            s.set_param(p).unwrap();
+        }
+        s
+    }
+
+    const FIXED: Budget = Budget {
+        bytes: FIXED_HEAP_BUDGET,
+        largest_block: FIXED_HEAP_LARGEST_BLOCK,
+        whose: "the fixed heap",
+    };
+
+    /// The estimate covers what a run holds (in the fixed heap's blocks), and the wake-ups
+    /// it keeps, for every workload, the widest jitter and the shortest bursts.
+    #[test]
+    fn the_footprint_covers_what_a_run_holds() {
+        let specs = [
+            spec("pipe-rings", "2x1x2x2", 5000, &["jitter_pct=100"]),
+            spec(
+                "pipe-rings",
+                "1x1x16x1",
+                20,
+                &["work_ns=1", "tail_ns=0", "ring_size=3"],
+            ),
+            spec("hackbench", "1x1x16x1", 1000, &["groups=32", "fds=16"]),
+            spec(
+                "hackbench",
+                "1x1x4x1",
+                50_000,
+                &["groups=1", "fds=4", "loops=10"],
+            ),
+            spec(
+                "tbench-like",
+                "2x2x4x2",
+                1000,
+                &["jitter_pct=100", "client_ns=1"],
+            ),
+            spec(
+                "softirq-rr",
+                "2x1x8x1",
+                1000,
+                &["flows=8", "rtt_ns=1", "jitter_pct=100"],
+            ),
+            spec(
+                "newidle-burst",
+                "1x1x8x1",
+                2000,
+                &["jitter_pct=100", "think_ns=1"],
+            ),
+            spec(
+                "newidle-burst",
+                "1x1x8x1",
+                2000,
+                &["pause_ns=1", "burst=1", "batch_run_ns=1"],
+            ),
+            spec(
+                "softirq-rr",
+                "2x1x2x1",
+                100,
+                &["flows=64", "work_ns=1", "rtt_ns=1", "hogs=false"],
+            ),
+        ];
+        for s in &specs {
+            let fp = world::footprint(s);
+            let (r, peak) = peak_fixed_heap_bytes(|| run_within(s, &fp));
+            let r = r.unwrap_or_else(|e| panic!("{}: {e}", s.workload.name()));
+            assert!(
+                r.latency.samples <= fp.wakeups,
+                "{}: {} samples, {fp:?}",
+                s.workload.name(),
+                r.latency.samples
+            );
+            assert!(
+                peak <= fp.bytes,
+                "{}: held {peak} bytes, estimated {fp:?}",
+                s.workload.name()
+            );
+        }
+    }
+
+    #[test]
+    fn a_run_over_its_budget_is_refused_at_the_limit() {
+        let s = spec("pipe-rings", "1x1x64x1", 200_000, &[]);
+        let fp = check_footprint(&s, heap_of(u64::MAX)).unwrap();
+        // At the limit accepted, one byte less refused, with one line naming both.
+        assert_eq!(check_footprint(&s, heap_of(fp.bytes)).unwrap(), fp);
+        let e = check_footprint(&s, heap_of(fp.bytes - 1)).unwrap_err();
+        assert!(
+            e.starts_with("pipe-rings: this run would hold about"),
+            "{e}"
+        );
+        assert!(
+            e.contains("64 CPUs") && e.contains("--seconds") && !e.contains('\n'),
+            "{e}"
+        );
+        // A run of 0.2 s on 64 CPUs does not fit the fixed heap; on the system allocator
+        // it does, and an hour of it does not.
+        assert!(check_footprint(&s, FIXED).is_err());
+        check_footprint(&s, crate::heap::budget()).unwrap();
+        let hour = spec("pipe-rings", "2x1x2x2", 3_600_000_000, &[]);
+        let e = check_footprint(&hour, crate::heap::budget()).unwrap_err();
+        assert!(
+            e.contains("more than 1024 MiB, what the offline commands allow"),
+            "{e}"
+        );
+        // --events bounds the wake-ups, and so the run.
+        let bounded = SimSpec {
+            max_events: 1_000_000,
+            ..hour
+        };
+        check_footprint(&bounded, crate::heap::budget()).unwrap();
+        // As many tasks as a run may have do not fit the fixed heap either.
+        let many = spec("hackbench", "2x1x2x2", 1000, &["groups=2048", "fds=16"]);
+        many.check_size().unwrap();
+        let e = check_footprint(&many, FIXED).unwrap_err();
+        assert!(
+            e.contains("65544 tasks") && e.contains("the fixed heap"),
+            "{e}"
+        );
+    }
+
+    fn heap_of(bytes: u64) -> Budget {
+        Budget {
+            bytes,
+            largest_block: bytes,
+            whose: "a test's budget",
+        }
+    }
+
+    /// A run that wakes tasks more often than it planned for stops with one line, instead
+    /// of growing past what was set aside.
+    #[test]
+    fn a_run_past_its_planned_wake_ups_stops() {
+        let s = spec("pipe-rings", "2x1x2x2", 5000, &[]);
+        let fp = world::Footprint {
+            wakeups: 100,
+            ..world::footprint(&s)
+        };
+        let e = run_within(&s, &fp).unwrap_err();
+        assert!(
+            e.starts_with("pipe-rings: the run woke tasks more often than the 100 wake-ups"),
+            "{e}"
+        );
     }
 }
