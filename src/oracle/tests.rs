@@ -303,3 +303,21 @@ fn topology_from_a_sysfs_tree_without_cluster_ids() {
     assert_eq!(l.iter().collect::<Vec<_>>(), vec![0, 1, 2, 5]);
     assert!(crate::policy::CpuSet::parse_cpulist("3-1").is_err());
 }
+
+/// `--show` lists at most MAX_SHOW records per file: one more is bad usage.
+#[test]
+fn show_is_bounded() {
+    use clap::{Args, Command, FromArgMatches};
+    let parse = |n: u64| {
+        let cmd = OracleArgs::augment_args(Command::new("oracle"));
+        let n = n.to_string();
+        cmd.try_get_matches_from(["oracle", "compare", "f.jsonl", "--show", n.as_str()])
+            .map(|m| OracleArgs::from_arg_matches(&m).unwrap())
+    };
+    match parse(MAX_SHOW).unwrap().command {
+        OracleCommand::Compare { show, .. } => assert_eq!(show, MAX_SHOW),
+        c => panic!("{c:?}"),
+    }
+    let e = parse(MAX_SHOW + 1).unwrap_err().to_string();
+    assert!(e.contains("1001") && e.contains("--show"), "{e}");
+}
