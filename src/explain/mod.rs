@@ -1185,6 +1185,16 @@ pub fn for_each_replayed<R: BufRead>(
                 rec.recorded_cpu
             )));
         }
+        // The oracle's race tally looks these CPUs up beside the recorded and the replayed
+        // CPU: one the recorded machine does not have is a record of some other machine.
+        for (j, &c) in rec.changed_cpus.iter().flatten().enumerate() {
+            crate::policy::trace::check_cpu(
+                &format!("changed_cpus[{j}]"),
+                c,
+                resolved.topo.nr_cpus(),
+            )
+            .map_err(|e| bad(format!("{name}:{lineno}: {e}")))?;
+        }
         let report = explain(&resolved);
         records += 1;
         each(lineno, &rec, &report);
@@ -1391,6 +1401,17 @@ mod tests {
         let e = replay(&format!("{text}\n")).unwrap_err();
         assert!(e.to_string().starts_with("t.jsonl:6: "), "{e}");
         assert_eq!(exit::code_of(&e, exit::RUNTIME), exit::BAD_INPUT);
+        // CPUs that changed during the recorded decision are CPUs of the recorded machine.
+        let mut outside: TraceRecord = parse_json(&lines[0]).unwrap();
+        outside.changed_cpus = Some(vec![1, n]);
+        let e = replay(&outside.to_json_line()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("t.jsonl:1: changed_cpus[1]: CPU {n} is outside the topology (CPUs 0-7)")
+        );
+        assert_eq!(exit::code_of(&e, exit::RUNTIME), exit::BAD_INPUT);
+        outside.changed_cpus = Some(vec![0, n - 1]);
+        replay(&outside.to_json_line()).unwrap();
         // A complete last record without its newline replays.
         let s = replay(&good.join("\n")).unwrap();
         assert_eq!((s.records, s.skipped_at_end), (5, 0));
