@@ -162,31 +162,50 @@ pub struct SimArgs {
     pub json: bool,
 }
 
-/// Applies a `--compare` FLAGSET to `base`: comma-separated `KEY=VALUE` flags, `preset=P`
-/// or a bare preset name (which replaces the base preset, keeping the base's `--set`
-/// overrides under the FLAGSET's own).
+/// Applies a `--compare` FLAGSET to `base`: comma-separated `KEY=VALUE` flags, and at most
+/// one `preset=P` or bare preset name (which replaces the base preset, keeping the base's
+/// `--set` overrides under the FLAGSET's own).  A second preset is refused rather than
+/// taken over the first: each column is one setting, and two presets are two columns.
 pub fn apply_flagset(
     base_preset: &str,
     base_set: &[String],
     flagset: &str,
 ) -> Result<Config, String> {
+    use crate::exit::quote;
     let mut preset = base_preset.to_string();
+    let mut named: Option<&str> = None;
     let mut sets: Vec<String> = Vec::new();
     for item in flagset.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if item == "base" {
             continue;
         }
-        match item.split_once('=') {
-            Some(("preset", p)) => preset = p.trim().to_string(),
-            Some(_) => sets.push(item.to_string()),
-            None if PRESET_NAMES.contains(&item) => preset = item.to_string(),
+        let p = match item.split_once('=') {
+            Some(("preset", p)) => p.trim(),
+            Some(_) => {
+                sets.push(item.to_string());
+                continue;
+            }
+            None if PRESET_NAMES.contains(&item) => item,
             None => {
                 return Err(format!(
-                    "--compare {flagset}: '{item}' is neither KEY=VALUE nor a preset ({})",
+                    "--compare {}: {} is neither KEY=VALUE nor a preset ({})",
+                    quote(flagset),
+                    quote(item),
                     PRESET_NAMES.join(", ")
                 ));
             }
+        };
+        if let Some(first) = named {
+            return Err(format!(
+                "--compare {}: names two presets, {} and {}; a setting has one (give each \
+                 its own --compare)",
+                quote(flagset),
+                quote(first),
+                quote(p)
+            ));
         }
+        named = Some(p);
+        preset = p.to_string();
     }
     let all: Vec<String> = base_set.iter().cloned().chain(sets).collect();
     Config::from_preset_with(&preset, &all).map_err(|e| format!("--compare {flagset}: {e}"))
@@ -380,6 +399,27 @@ mod tests {
             e.contains("65544 tasks") && e.contains("the fixed heap"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_flagset_names_one_preset_at_most() {
+        let c = apply_flagset("mainline", &[], "v5.10,recent_used=prev").unwrap();
+        assert_eq!(
+            c,
+            Config::from_preset_with("v5.10", &["recent_used=prev"]).unwrap()
+        );
+        for two in [
+            "v5.10,v6.1.y",
+            "preset=v5.10,v6.1.y",
+            "v5.10,preset=v5.10",
+            "preset=v5.15,wa_idle=false,preset=v6.12",
+        ] {
+            let e = apply_flagset("mainline", &[], two).unwrap_err();
+            assert!(e.contains("names two presets"), "{two}: {e}");
+            assert!(e.starts_with(&format!("--compare '{two}': ")), "{e}");
+        }
+        let e = apply_flagset("mainline", &[], "v5.10,v6.1.y").unwrap_err();
+        assert!(e.contains("'v5.10' and 'v6.1.y'"), "{e}");
     }
 
     fn heap_of(bytes: u64) -> Budget {
