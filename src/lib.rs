@@ -9,8 +9,10 @@
 //! - What more than one command shares: the policy's command line (`cli`), the exit-code
 //!   convention (`exit`), the heap the offline commands run on (`heap`) and the limits on a
 //!   JSON document that follow from it (`json_limits`), the root check and libbpf's log for
-//!   the commands that load BPF (`bpf_load`), safe trace files (`trace_file`), and who may
-//!   reach the scheduler's socket and how its file is made (`local_access`).
+//!   the commands that load BPF (`bpf_load`), the running kernel's /sys and /proc, which no
+//!   path given as a saved copy or a file to write may lead into (`kernel_fs`), safe trace
+//!   files (`trace_file`), and who may reach the scheduler's socket and how its file is
+//!   made (`local_access`).
 //!
 //! Each imports only from those listed before it; `policy` from none of them.  The live
 //! layer (BPF + agent) lives in the scheduler binary (src/live), because it links
@@ -24,6 +26,7 @@ pub mod exit;
 pub mod explain;
 pub mod heap;
 pub mod json_limits;
+pub mod kernel_fs;
 pub mod local_access;
 pub mod oracle;
 pub mod policy;

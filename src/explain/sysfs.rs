@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::exit::quote_path;
+use crate::kernel_fs::{KernelFs, first_in_kernel_fs, kernel_fs_of};
 use crate::policy::{CpuDesc, MAX_CPUS, SCHED_CAPACITY_SCALE, Topology};
 
 /// The prefix this process has handed to scx_utils, once it has.
@@ -128,8 +129,8 @@ fn check_files(path: &Path, dir: &Path, depth: usize, seen: &mut usize) -> Resul
         // own trees (cpu0 -> /sys/devices/system/cpu/cpu0), or a bind mount of them, would
         // make scx_utils read this machine instead of the copy.
         let link = entry.file_type().is_ok_and(|t| t.is_symlink());
-        if let Some(live) = live_tree(&p, link) {
-            return Err(live.refusal(&p, dir));
+        if let Some(k) = kernel_fs_of(&p, link) {
+            return Err(refusal(&k, &p, dir));
         }
         let Ok(meta) = std::fs::metadata(&p) else {
             continue;
@@ -161,89 +162,25 @@ fn check_files(path: &Path, dir: &Path, depth: usize, seen: &mut usize) -> Resul
     Ok(())
 }
 
-/// Where a path led into the running machine's own sysfs or procfs.
-struct Live {
-    what: &'static str,
-    /// The path it resolves to, symbolic links followed.
-    real: PathBuf,
-    /// Found by the file system it is on rather than by where it resolves to.
-    mounted: bool,
-}
-
-impl Live {
-    fn refusal(&self, path: &Path, dir: &Path) -> String {
-        let (p, what) = (quote_path(path), self.what);
-        let how = if self.mounted {
-            format!("{p} is on the running machine's own {what}, mounted there")
-        } else if self.real == path {
-            format!("{p} is in the running machine's own {what}")
-        } else {
-            format!(
-                "{p} leads into the running machine's own {what} ({})",
-                quote_path(&self.real)
-            )
-        };
-        format!(
-            "{}: {how}; explain reads a saved copy of a tree (a directory named 'sys'), so \
-             that a scenario replays the same anywhere",
-            quote_path(dir)
-        )
-    }
-}
-
-/// Whether `path` is in the running machine's /sys or /proc: by where it resolves to
-/// (`link`: it is a symbolic link, to be followed; the components above it are known to
-/// be outside) or by the file system it is on, which a bind mount of those trees keeps
-/// wherever it is mounted.  A path that does not resolve is not.
-fn live_tree(path: &Path, link: bool) -> Option<Live> {
-    use std::os::unix::ffi::OsStrExt as _;
-    let real = if link {
-        std::fs::canonicalize(path).ok()?
-    } else {
-        path.to_path_buf()
-    };
-    for (root, what) in [("/sys", "sysfs"), ("/proc", "procfs")] {
-        if real.starts_with(root) {
-            return Some(Live {
-                what,
-                real,
-                mounted: false,
-            });
-        }
-    }
-    let c = std::ffi::CString::new(real.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statfs fills the struct it is given, from a NUL-terminated path.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    // The field's type and the constants' differ by architecture.
-    #[allow(clippy::unnecessary_cast)]
-    let what = match st.f_type as i64 {
-        t if t == libc::SYSFS_MAGIC as i64 => "sysfs",
-        t if t == libc::PROC_SUPER_MAGIC as i64 => "procfs",
-        _ => return None,
-    };
-    Some(Live {
-        what,
-        real,
-        mounted: true,
-    })
+/// The line refusing a tree whose `path` (the tree's directory, a component of it or an
+/// entry in it) is the running machine's own, as `k` says.
+fn refusal(k: &KernelFs, path: &Path, dir: &Path) -> String {
+    format!(
+        "{}: {}; explain reads a saved copy of a tree (a directory named 'sys'), so that a \
+         scenario replays the same anywhere",
+        quote_path(dir),
+        k.describe(path)
+    )
 }
 
 /// Refuses `path` if it, or the path up to any of its components, is in the running
 /// machine's /sys or /proc, whichever component is a symbolic link: a copy whose `sys`,
 /// `devices` or `cpu` links into /sys is the live tree under another name.
 fn refuse_live_components(path: &Path, dir: &Path) -> Result<(), String> {
-    let mut upto = PathBuf::new();
-    for part in path.components() {
-        upto.push(part);
-        let real = std::fs::canonicalize(&upto).unwrap_or_else(|_| upto.clone());
-        if let Some(live) = live_tree(&real, false) {
-            return Err(live.refusal(&upto, dir));
-        }
+    match first_in_kernel_fs(path) {
+        Some((at, k)) => Err(refusal(&k, &at, dir)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// scx_utils expands a CPU list ("0-3,8") into a vector of every CPU in it, and computes
