@@ -342,10 +342,28 @@ mod tests {
                 &["flows=64", "work_ns=1", "rtt_ns=1", "hogs=false"],
             ),
         ];
+        let mut table = String::new();
         for s in &specs {
             let fp = world::footprint(s);
             let (r, peak) = peak_fixed_heap_bytes(|| run_within(s, &fp));
             let r = r.unwrap_or_else(|e| panic!("{}: {e}", s.workload.name()));
+            let params: Vec<String> = s
+                .workload
+                .params()
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            table.push_str(&format!(
+                "| {} {} | {} | {} | {} | {} | {} | {} |\n",
+                s.workload.name(),
+                params.join(" "),
+                fp.cpus,
+                s.duration_ns / 1000,
+                fp.wakeups,
+                r.latency.samples,
+                fp.bytes >> 10,
+                peak >> 10
+            ));
             assert!(
                 r.latency.samples <= fp.wakeups,
                 "{}: {} samples, {fp:?}",
@@ -358,6 +376,11 @@ mod tests {
                 s.workload.name()
             );
         }
+        // docs/benchmarks/large-inputs.md: cargo test --lib footprint_covers -- --nocapture
+        eprintln!(
+            "| workload | CPUs | us | wake-ups estimated | kept | KiB estimated | KiB held |\n\
+             |---|---|---|---|---|---|---|\n{table}"
+        );
     }
 
     #[test]
