@@ -49,7 +49,10 @@ use crate::policy::{
                   the state it looked at. Example scenarios: scenarios/*.json. With --trace, \
                   replay a JSON-lines decision trace and report how many records match (an incomplete \
                   last line, as a killed writer leaves, is skipped with a note). A scenario \
-                  file and a trace line may have at most 2 MiB."
+                  file and a trace line may have at most 2 MiB, 32 levels of nesting, 16384 \
+                  elements in an array, 8192 members in an object, 65536 values in all and \
+                  4096 CPU overrides; a newly-idle scenario may derive at most 16384 pull \
+                  candidates from its CPUs' nr_running."
 )]
 pub struct ExplainArgs {
     /// Scenario file (JSON); see scenarios/ for examples.
@@ -1270,6 +1273,33 @@ mod tests {
                 .iter()
                 .any(|c| c.rule == "sync_shortcut_blocked_irq_waker")
         );
+    }
+
+    /// --help states the limits the code enforces.
+    #[test]
+    fn help_states_the_input_limits() {
+        use crate::json_limits::{MAX_ARRAY_LEN, MAX_DEPTH, MAX_OBJECT_MEMBERS, MAX_VALUES};
+        use clap::Args;
+        let help = ExplainArgs::augment_args(clap::Command::new("explain"))
+            .render_long_help()
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        for said in [
+            format!("at most {} MiB", MAX_INPUT_BYTES >> 20),
+            format!("{MAX_DEPTH} levels of nesting"),
+            format!("{MAX_ARRAY_LEN} elements in an array"),
+            format!("{MAX_OBJECT_MEMBERS} members in an object"),
+            format!("{MAX_VALUES} values in all"),
+            format!("{} CPU overrides", crate::policy::MAX_OVERRIDES),
+            format!(
+                "at most {} pull candidates",
+                scenario::MAX_DERIVED_CANDIDATES
+            ),
+        ] {
+            assert!(help.contains(&said), "--help lacks {said:?}: {help}");
+        }
     }
 
     #[test]

@@ -424,6 +424,24 @@ mod tests {
         );
     }
 
+    /// --help states the budgets the code enforces.
+    #[test]
+    fn help_states_the_budgets() {
+        use clap::Args;
+        let help = SimArgs::augment_args(clap::Command::new("sim"))
+            .render_long_help()
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        for said in [
+            format!("at most {} GiB", crate::heap::SYSTEM_HEAP_BUDGET >> 30),
+            format!("or {} where scx_wakelab runs it", FIXED.limit()),
+        ] {
+            assert!(help.contains(&said), "--help lacks {said:?}: {help}");
+        }
+    }
+
     #[test]
     fn a_flagset_names_one_preset_at_most() {
         let c = apply_flagset("mainline", &[], "v5.10,recent_used=prev").unwrap();
