@@ -102,9 +102,9 @@ fn run_within(spec: &SimSpec, footprint: &world::Footprint) -> Result<SimReport,
     long_about = "Run a deterministic discrete-event simulation of a synthetic \
     workload through the placement engine and report wake-ups, the wake-affine rate, \
     migrations (cross-LLC, cross-node), the recent_used_cpu hit rate, idle-core hits, \
-    newly-idle pulls and a wake-to-run latency proxy. --compare adds columns: each FLAGSET \
-    is the base policy (--preset, --set) plus comma-separated KEY=VALUE flags and/or a \
-    preset name, e.g. --compare sync_requires_task_waker=true --compare v5.10,recent_used=prev.\n\n\
+    newly-idle pulls and a wake-to-run latency proxy. --compare adds columns (at most 64): \
+    each FLAGSET is the base policy (--preset, --set) plus comma-separated KEY=VALUE flags \
+    and/or one preset name, e.g. --compare sync_requires_task_waker=true --compare v5.10,recent_used=prev.\n\n\
     Workloads and their --param keys (defaults in parentheses):\n  \
     pipe-rings: rings (0 = one per CPU), ring_size (2), work_ns (2000), tail_ns (1000)\n  \
     hackbench: groups (2), fds (8), loops (20), mode (pipe|socket), capacity (16)\n  \
@@ -161,6 +161,11 @@ pub struct SimArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// The most `--compare` settings of one `sim`: each is a run, one after the other, and a
+/// column of the table; their reports are all held until the table is printed, and the
+/// argument list could otherwise name a hundred thousand.
+pub const MAX_COMPARE: usize = 64;
 
 /// Applies a `--compare` FLAGSET to `base`: comma-separated `KEY=VALUE` flags, and at most
 /// one `preset=P` or bare preset name (which replaces the base preset, keeping the base's
@@ -241,6 +246,13 @@ pub fn specs_from_args(a: &SimArgs) -> Result<Vec<SimSpec>, String> {
     }
     workload = base.workload.clone();
     let _ = workload;
+    if a.compare.len() > MAX_COMPARE {
+        return Err(format!(
+            "--compare: {} settings; at most {MAX_COMPARE} beside the base (each is a run, and \
+             a column of the table)",
+            a.compare.len()
+        ));
+    }
     let mut specs = vec![base.clone()];
     for f in &a.compare {
         let config = apply_flagset(&a.preset, &a.set, f)?;
@@ -437,9 +449,29 @@ mod tests {
         for said in [
             format!("at most {} GiB", crate::heap::SYSTEM_HEAP_BUDGET >> 30),
             format!("or {} where scx_wakelab runs it", FIXED.limit()),
+            format!("--compare adds columns (at most {MAX_COMPARE})"),
         ] {
             assert!(help.contains(&said), "--help lacks {said:?}: {help}");
         }
+    }
+
+    #[test]
+    fn compare_settings_are_bounded() {
+        use clap::{Args, Command, FromArgMatches};
+        let args = |n: usize| {
+            let mut argv = vec!["sim", "--workload", "pipe-rings"];
+            argv.extend(std::iter::repeat_n(["--compare", "v5.10"], n).flatten());
+            let m = SimArgs::augment_args(Command::new("sim"))
+                .try_get_matches_from(argv)
+                .unwrap();
+            SimArgs::from_arg_matches(&m).unwrap()
+        };
+        assert_eq!(
+            specs_from_args(&args(MAX_COMPARE)).unwrap().len(),
+            MAX_COMPARE + 1
+        );
+        let e = specs_from_args(&args(MAX_COMPARE + 1)).unwrap_err();
+        assert!(e.starts_with("--compare: 65 settings; at most 64"), "{e}");
     }
 
     #[test]
