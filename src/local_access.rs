@@ -275,6 +275,21 @@ pub fn check_socket_path(path: &Path, addr: &SockAddr, uid: u32) -> Result<bool>
             if let Some(why) = why_dirs_cannot_be_made(path) {
                 bail_input!("cannot create the socket {p}: {why}");
             }
+            // Nor where its missing directories would be made in the kernel's own files:
+            // there a directory is no directory but a kernel object (under
+            // /sys/fs/cgroup, a cgroup).  Where the directory exists, bind() fails there
+            // and makes nothing.
+            if let Some(dir) = path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty() && !d.exists())
+                && let Some((at, k)) = crate::kernel_fs::first_in_kernel_fs(dir)
+            {
+                bail_input!(
+                    "the socket {p} needs directories made in the kernel's own files: {}; \
+                     refusing to make them there",
+                    k.describe(&at)
+                );
+            }
             return Ok(false);
         }
         Err(e) => bail_input!("cannot use {p} as the socket: {e}"),
@@ -535,6 +550,46 @@ mod tests {
             assert!(e.to_string().contains("cannot create the socket"), "{e}");
         }
         std::fs::remove_file(&file).unwrap();
+    }
+
+    /// Directories to make in /sys or /proc, by name or through a link: refused before
+    /// anything is made.  A socket in a directory there that exists makes nothing (bind()
+    /// fails there), and is left to fail so.
+    #[test]
+    fn a_socket_in_the_kernels_own_files_is_refused() {
+        if !std::path::Path::new("/sys/kernel").is_dir() {
+            return; // no sysfs here
+        }
+        let link = temp_socket("sys-link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("/sys/kernel", &link).unwrap();
+        for (p, needle) in [
+            (
+                std::path::PathBuf::from("/sys/fs/cgroup/wakelab-no-such/s.sock"),
+                "/sys is in the running machine's own sysfs",
+            ),
+            (
+                std::path::PathBuf::from("/proc/wakelab-no-such/s.sock"),
+                "own procfs",
+            ),
+            (
+                link.join("no-such/s.sock"),
+                "leads into the running machine's own sysfs",
+            ),
+        ] {
+            let e = check_socket_path(&p, &sockaddr(&p).unwrap(), root_only().uid).unwrap_err();
+            assert_eq!(crate::exit::code_of(&e, 1), 2, "{e}");
+            let e = e.to_string();
+            assert!(
+                e.contains("needs directories made in the kernel's own files"),
+                "{e}"
+            );
+            assert!(e.contains(needle), "{}: {e}", p.display());
+        }
+        assert!(!std::path::Path::new("/sys/fs/cgroup/wakelab-no-such").exists());
+        let p = std::path::Path::new("/proc/wakelab.sock");
+        assert!(!check_socket_path(p, &sockaddr(p).unwrap(), root_only().uid).unwrap());
+        std::fs::remove_file(&link).unwrap();
     }
 
     #[test]

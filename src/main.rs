@@ -76,11 +76,11 @@ struct Opts {
     socket_group: Option<String>,
 
     /// Most tasks whose wake-up state (recent_used_cpu, wakee flips) the
-    /// agent keeps. The table is allocated whole at start, in locked
-    /// memory; when more tasks wake within 30 s, the least recently seen are
-    /// forgotten and counted (`stats`: task_evictions).
+    /// agent keeps (at most 65536). The table is allocated whole at start,
+    /// in locked memory; when more tasks wake within 30 s, the least recently
+    /// seen are forgotten and counted (`stats`: task_evictions).
     #[arg(long, value_name = "N", default_value_t = live::placement::DEFAULT_TASK_TABLE as u64,
-          value_parser = clap::value_parser!(u64).range(64..=4_194_304))]
+          value_parser = clap::value_parser!(u64).range(64..=live::placement::MAX_TASK_TABLE as u64))]
     task_table_size: u64,
 
     /// Run the scheduler in a child process and start it again, with

@@ -37,8 +37,14 @@ pub const BINARY: &str = "scx_wakelab-offline";
 const ARG0: &str = "scx_wakelab";
 
 /// Replaces this process with the sibling, given the same arguments; returns only when
-/// there is no sibling to trust or it cannot be executed.
+/// there is no sibling to trust or it cannot be executed, having told the library that the
+/// command runs here, on the fixed heap (the limits of `scx_wakelab::heap` then apply).
 pub fn hand_over() {
+    exec_sibling();
+    scx_wakelab::heap::declare_fixed_heap();
+}
+
+fn exec_sibling() {
     let Ok(exe) = std::env::current_exe() else {
         return;
     };

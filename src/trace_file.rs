@@ -66,7 +66,10 @@ fn why_not_creatable(path: &Path) -> Option<String> {
     (!dir.is_dir()).then(|| format!("{} is not a directory", dir.display()))
 }
 
-/// open_trace_file's refusals, from the path alone.
+/// open_trace_file's refusals, from the path alone; and a path in the running kernel's
+/// /sys or /proc, which its opening would not refuse: a process running as root could
+/// write a kernel setting (`/proc/sys/...`, `/sys/...`) with trace lines, and `oracle
+/// record` would have loaded its BPF program before finding out that it cannot.
 pub fn check_trace_path(path: &Path, overwrite: Overwrite) -> Result<()> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => match why_not_creatable(path) {
@@ -75,7 +78,7 @@ pub fn check_trace_path(path: &Path, overwrite: Overwrite) -> Result<()> {
                 path.display()
             ))
             .into()),
-            None => Ok(()),
+            None => refuse_kernel_fs(path),
         },
         Err(e) => Err(crate::exit::BadInput(format!(
             "cannot use the trace file {}: {e}",
@@ -85,7 +88,22 @@ pub fn check_trace_path(path: &Path, overwrite: Overwrite) -> Result<()> {
         Ok(md) if md.is_symlink() => Err(trace_refusal(path, TraceRefusal::Link, overwrite)),
         Ok(_) if !overwrite.allowed => Err(trace_refusal(path, TraceRefusal::Exists, overwrite)),
         Ok(md) if !md.is_file() => Err(trace_refusal(path, TraceRefusal::NotRegular, overwrite)),
-        Ok(_) => Ok(()),
+        Ok(_) => refuse_kernel_fs(path),
+    }
+}
+
+/// Refuses a trace path that is, or whose directory or any directory above it is, in the
+/// running kernel's /sys or /proc, by name, through a link or through a bind mount.
+fn refuse_kernel_fs(path: &Path) -> Result<()> {
+    match crate::kernel_fs::first_in_kernel_fs(path) {
+        Some((at, k)) => Err(crate::exit::BadInput(format!(
+            "the trace file {} would be written into the kernel's own files: {}; refusing \
+             to write there",
+            crate::exit::quote_path(path),
+            k.describe(&at)
+        ))
+        .into()),
+        None => Ok(()),
     }
 }
 
@@ -251,6 +269,53 @@ mod tests {
             assert!(e.to_string().contains("ends in '/'"), "{e}");
         }
         assert!(!dir.exists());
+    }
+
+    /// /sys and /proc, by name or through a link: refused before anything is loaded,
+    /// existing file or new, with --overwrite or without.
+    #[test]
+    fn the_kernels_own_files_are_refused() {
+        if !std::path::Path::new("/proc/self").exists() {
+            return; // no procfs here
+        }
+        let link = temp("proc-link");
+        std::os::unix::fs::symlink("/proc/self", &link).unwrap();
+        for (path, overwrite, needle) in [
+            (
+                PathBuf::from("/proc/sys/kernel/core_pattern"),
+                true,
+                "/proc is in the running",
+            ),
+            (
+                PathBuf::from("/proc/self/new-trace"),
+                false,
+                "/proc is in the running",
+            ),
+            (
+                PathBuf::from("/sys/kernel/new-trace"),
+                false,
+                "/sys is in the running",
+            ),
+            (PathBuf::from("/sys/kernel/profiling"), true, "own sysfs"),
+            (
+                link.join("new-trace"),
+                false,
+                "leads into the running machine's own procfs",
+            ),
+        ] {
+            if !path.parent().unwrap().is_dir() {
+                continue;
+            }
+            let e = super::check_trace_path(&path, super::Overwrite::trace(overwrite)).unwrap_err();
+            assert_eq!(crate::exit::code_of(&e, 1), crate::exit::BAD_INPUT, "{e:#}");
+            let e = e.to_string();
+            assert!(
+                e.contains("would be written into the kernel's own files") && e.contains(needle),
+                "{}: {e}",
+                path.display()
+            );
+        }
+        std::fs::remove_file(&link).unwrap();
     }
 
     #[test]

@@ -32,7 +32,10 @@ fn invalid_option_values_are_one_line_errors() {
         ("--agent-spin-us", &["-5", "100001", "fast"]),
         ("--apply-path", &["ipc"]),
         ("--debug-half-apply", &["pause"]),
-        ("--task-table-size", &["63", "4194305", "-1", "many"]),
+        (
+            "--task-table-size",
+            &["63", "65537", "4194305", "-1", "many"],
+        ),
     ] {
         for v in values {
             assert_one_line_error(&[&format!("{option}={v}")], 2, option);

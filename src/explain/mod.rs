@@ -55,7 +55,10 @@ use crate::policy::{
                   the state it looked at. Example scenarios: scenarios/*.json. With --trace, \
                   replay a JSON-lines decision trace and report how many records match (an incomplete \
                   last line, as a killed writer leaves, is skipped with a note). A scenario \
-                  file and a trace line may have at most 2 MiB."
+                  file and a trace line may have at most 2 MiB, 32 levels of nesting, 16384 \
+                  elements in an array, 8192 members in an object, 65536 values in all and \
+                  4096 CPU overrides; a newly-idle scenario may derive at most 16384 pull \
+                  candidates from its CPUs' nr_running."
 )]
 pub struct ExplainArgs {
     /// Scenario file (JSON); see scenarios/ for examples.
@@ -1191,6 +1194,16 @@ pub fn for_each_replayed<R: BufRead>(
                 rec.recorded_cpu
             )));
         }
+        // The oracle's race tally looks these CPUs up beside the recorded and the replayed
+        // CPU: one the recorded machine does not have is a record of some other machine.
+        for (j, &c) in rec.changed_cpus.iter().flatten().enumerate() {
+            crate::policy::trace::check_cpu(
+                &format!("changed_cpus[{j}]"),
+                c,
+                resolved.topo.nr_cpus(),
+            )
+            .map_err(|e| bad(format!("{name}:{lineno}: {e}")))?;
+        }
         let report = explain(&resolved);
         records += 1;
         each(lineno, &rec, &report);
@@ -1266,6 +1279,33 @@ mod tests {
                 .iter()
                 .any(|c| c.rule == "sync_shortcut_blocked_irq_waker")
         );
+    }
+
+    /// --help states the limits the code enforces.
+    #[test]
+    fn help_states_the_input_limits() {
+        use crate::json_limits::{MAX_ARRAY_LEN, MAX_DEPTH, MAX_OBJECT_MEMBERS, MAX_VALUES};
+        use clap::Args;
+        let help = ExplainArgs::augment_args(clap::Command::new("explain"))
+            .render_long_help()
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        for said in [
+            format!("at most {} MiB", MAX_INPUT_BYTES >> 20),
+            format!("{MAX_DEPTH} levels of nesting"),
+            format!("{MAX_ARRAY_LEN} elements in an array"),
+            format!("{MAX_OBJECT_MEMBERS} members in an object"),
+            format!("{MAX_VALUES} values in all"),
+            format!("{} CPU overrides", crate::policy::MAX_OVERRIDES),
+            format!(
+                "at most {} pull candidates",
+                scenario::MAX_DERIVED_CANDIDATES
+            ),
+        ] {
+            assert!(help.contains(&said), "--help lacks {said:?}: {help}");
+        }
     }
 
     #[test]
@@ -1397,6 +1437,17 @@ mod tests {
         let e = replay(&format!("{text}\n")).unwrap_err();
         assert!(e.to_string().starts_with("t.jsonl:6: "), "{e}");
         assert_eq!(exit::code_of(&e, exit::RUNTIME), exit::BAD_INPUT);
+        // CPUs that changed during the recorded decision are CPUs of the recorded machine.
+        let mut outside: TraceRecord = parse_json(&lines[0]).unwrap();
+        outside.changed_cpus = Some(vec![1, n]);
+        let e = replay(&outside.to_json_line()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("t.jsonl:1: changed_cpus[1]: CPU {n} is outside the topology (CPUs 0-7)")
+        );
+        assert_eq!(exit::code_of(&e, exit::RUNTIME), exit::BAD_INPUT);
+        outside.changed_cpus = Some(vec![0, n - 1]);
+        replay(&outside.to_json_line()).unwrap();
         // A complete last record without its newline replays.
         let s = replay(&good.join("\n")).unwrap();
         assert_eq!((s.records, s.skipped_at_end), (5, 0));

@@ -125,8 +125,10 @@ impl From<&TraceRecord> for Scenario {
 // Parsing and resolution
 // ------------------------------------------------------------------------------------------
 
-/// Parses JSON text into `T`; the error is one line naming the field.
+/// Parses JSON text into `T`; the error is one line naming the field.  A text over the
+/// limits of [`crate::json_limits`] is refused before serde allocates anything for it.
 pub fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    crate::json_limits::check(text)?;
     serde_json::from_str(text).map_err(|e| super::json_path::describe_error(text, &e))
 }
 
@@ -231,7 +233,7 @@ impl Scenario {
                         }
                         c.clone()
                     }
-                    None => derived_candidates(&cpus, &config),
+                    None => derived_candidates(&cpus, &config)?,
                 };
                 Question::NewIdle {
                     cpu: ni.cpu,
@@ -288,17 +290,36 @@ impl Scenario {
     }
 }
 
-/// One candidate per waiting task of every CPU with two or more runnable tasks.
-fn derived_candidates(cpus: &[CpuSnapshot], cfg: &Config) -> Vec<PullCandidate> {
-    let mut v = Vec::new();
-    for (c, s) in cpus.iter().enumerate() {
+/// The most pull candidates a newly-idle scenario may derive from its CPUs' `nr_running`:
+/// as many as `newidle.candidates` may list ([`crate::json_limits::MAX_ARRAY_LEN`]).  Each
+/// is 160 bytes, and `nr_running` is any u32: four billion waiting tasks on one CPU once
+/// grew a vector past 6 GB on the system allocator, for 20 s and more.
+pub const MAX_DERIVED_CANDIDATES: u64 = crate::json_limits::MAX_ARRAY_LEN as u64;
+
+/// One candidate per waiting task of every CPU with two or more runnable tasks; refused,
+/// before any is made, when that is more than [`MAX_DERIVED_CANDIDATES`].
+fn derived_candidates(cpus: &[CpuSnapshot], cfg: &Config) -> Result<Vec<PullCandidate>, String> {
+    let runnable = |s: &CpuSnapshot| {
         let delayed = if cfg.delayed_dequeue {
             s.nr_delayed.min(s.nr_running)
         } else {
             0
         };
-        let runnable = s.nr_running - delayed;
-        for k in 1..runnable {
+        s.nr_running - delayed
+    };
+    let waiting: u64 = cpus
+        .iter()
+        .map(|s| u64::from(runnable(s).saturating_sub(1)))
+        .sum();
+    if waiting > MAX_DERIVED_CANDIDATES {
+        return Err(format!(
+            "newidle: the CPUs' nr_running make {waiting} waiting tasks to consider pulling; \
+             at most {MAX_DERIVED_CANDIDATES} (lower nr_running, or list newidle.candidates)"
+        ));
+    }
+    let mut v = Vec::with_capacity(waiting as usize);
+    for (c, s) in cpus.iter().enumerate() {
+        for k in 1..runnable(s) {
             v.push(PullCandidate {
                 pid: 1000 * c as u32 + k,
                 src_cpu: c,
@@ -308,12 +329,39 @@ fn derived_candidates(cpus: &[CpuSnapshot], cfg: &Config) -> Vec<PullCandidate> 
             });
         }
     }
-    v
+    Ok(v)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn derived_candidates_are_counted_before_they_are_made() {
+        let newidle = |nr_running: u64| {
+            parse_json::<Scenario>(&format!(
+                r#"{{"topology": {{"shape": "1x1x2x1"}}, "newidle": {{"cpu": 0}},
+                    "cpus": ["idle", {{"nr_running": {nr_running}, "nr_delayed": 5}}]}}"#
+            ))
+            .unwrap()
+            .resolve(Path::new("."), &PolicyOverride::default())
+        };
+        // Delayed tasks are not pulled (delayed dequeue is on in mainline).
+        let at = MAX_DERIVED_CANDIDATES + 1 + 5;
+        match newidle(at).unwrap().question {
+            Question::NewIdle { candidates, .. } => {
+                assert_eq!(candidates.len() as u64, MAX_DERIVED_CANDIDATES)
+            }
+            q => panic!("{q:?}"),
+        }
+        let e = newidle(at + 1).unwrap_err();
+        assert!(
+            e.starts_with("newidle: the CPUs' nr_running make 16385 waiting tasks"),
+            "{e}"
+        );
+        let e = newidle(u32::MAX as u64).unwrap_err();
+        assert!(e.contains("4294967289 waiting tasks"), "{e}");
+    }
 
     #[test]
     fn shapes_and_states_parse() {

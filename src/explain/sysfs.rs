@@ -5,10 +5,17 @@
 //! only: the first `sysfs` scenario sets the variable before scx_utils is touched, and a
 //! later request for a different tree is an error rather than a silent read of the first
 //! one.  The CLI runs one scenario per process, which is never a problem there.
+//!
+//! The tree must be a saved copy, so that a scenario replays the same anywhere: a path
+//! that is, or leads into, the running machine's own /sys or /proc is refused, whichever
+//! component of it or link inside the tree leads there (a copy made with `cp -a` keeps
+//! sysfs' links, and a link or a bind mount can name the live tree under another name).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use crate::exit::quote_path;
+use crate::kernel_fs::{KernelFs, first_in_kernel_fs, kernel_fs_of};
 use crate::policy::{CpuDesc, MAX_CPUS, SCHED_CAPACITY_SCALE, Topology};
 
 /// The prefix this process has handed to scx_utils, once it has.
@@ -40,22 +47,20 @@ fn prefix_of(dir: &Path) -> Result<PathBuf, String> {
 /// The largest file of a tree we let scx_utils read (it reads each whole).
 const MAX_SYSFS_FILE: u64 = 64 << 10;
 
-/// Checks what scx_utils assumes of the tree at `prefix` (the directory holding `sys/`)
-/// and panics or exhausts the heap on when it does not hold: a prefix it can format into
-/// a glob pattern and parse back (UTF-8, no glob metacharacters, not `/`), at least one
-/// `cpuN` directory (its CPU-count static unwraps the last one), CPU numbers within the
-/// policy's limit (it sizes every mask by the highest), and small files.
+/// Checks that the tree at `prefix` (the directory holding `sys/`) is not the live one,
+/// and what scx_utils assumes of it and panics or exhausts the heap on when it does not
+/// hold: a prefix it can format into a glob pattern and parse back (UTF-8, no glob
+/// metacharacters), at least one `cpuN` directory (its CPU-count static unwraps the last
+/// one), CPU numbers within the policy's limit (it sizes every mask by the highest), and
+/// small files.
 fn check_tree(prefix: &Path, dir: &Path) -> Result<(), String> {
     let d = dir.display();
     let Some(p) = prefix.to_str() else {
         return Err(format!("{d}: the path is not UTF-8"));
     };
-    if prefix == Path::new("/") {
-        return Err(format!(
-            "{d}: this is the running machine's own sysfs; explain reads a saved copy of a \
-             tree (a directory named 'sys'), so that a scenario replays the same anywhere"
-        ));
-    }
+    // Every component of the tree's own path down to the directory the walk below starts
+    // from (the path as given was checked first of all); the walk checks what is under it.
+    refuse_live_components(&prefix.join("sys/devices/system"), dir)?;
     if let Some(c) = p.chars().find(|c| "*?[]{}".contains(*c)) {
         return Err(format!(
             "{d}: scx_utils reads the tree through glob patterns; move it to a path \
@@ -120,6 +125,13 @@ fn check_files(path: &Path, dir: &Path, depth: usize, seen: &mut usize) -> Resul
             ));
         }
         let p = entry.path();
+        // A copied tree keeps sysfs' links: one that leads back into the running machine's
+        // own trees (cpu0 -> /sys/devices/system/cpu/cpu0), or a bind mount of them, would
+        // make scx_utils read this machine instead of the copy.
+        let link = entry.file_type().is_ok_and(|t| t.is_symlink());
+        if let Some(k) = kernel_fs_of(&p, link) {
+            return Err(refusal(&k, &p, dir));
+        }
         let Ok(meta) = std::fs::metadata(&p) else {
             continue;
         };
@@ -148,6 +160,27 @@ fn check_files(path: &Path, dir: &Path, depth: usize, seen: &mut usize) -> Resul
         }
     }
     Ok(())
+}
+
+/// The line refusing a tree whose `path` (the tree's directory, a component of it or an
+/// entry in it) is the running machine's own, as `k` says.
+fn refusal(k: &KernelFs, path: &Path, dir: &Path) -> String {
+    format!(
+        "{}: {}; explain reads a saved copy of a tree (a directory named 'sys'), so that a \
+         scenario replays the same anywhere",
+        quote_path(dir),
+        k.describe(path)
+    )
+}
+
+/// Refuses `path` if it, or the path up to any of its components, is in the running
+/// machine's /sys or /proc, whichever component is a symbolic link: a copy whose `sys`,
+/// `devices` or `cpu` links into /sys is the live tree under another name.
+fn refuse_live_components(path: &Path, dir: &Path) -> Result<(), String> {
+    match first_in_kernel_fs(path) {
+        Some((at, k)) => Err(refusal(&k, &at, dir)),
+        None => Ok(()),
+    }
 }
 
 /// scx_utils expands a CPU list ("0-3,8") into a vector of every CPU in it, and computes
@@ -179,6 +212,7 @@ fn check_cpulist(text: &str) -> Result<(), String> {
 /// Reads the tree at `dir` with `scx_utils::Topology::new()` and converts it: CPU ids are
 /// kept; CPUs absent from scx_utils' view (offline) are kept offline, each alone.
 pub fn topology_from_sysfs(dir: &Path) -> Result<Topology, String> {
+    refuse_live_components(dir, dir)?;
     let prefix = prefix_of(dir)?;
     let prefix = prefix.canonicalize().unwrap_or(prefix);
     check_tree(&prefix, dir)?;
@@ -238,4 +272,117 @@ pub fn topology_from_sysfs(dir: &Path) -> Result<Topology, String> {
         })
         .collect();
     Topology::from_cpus(&descs).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// A minimal tree of two CPUs under `root/sys`, CPU 1 linked from node0 as sysfs does.
+    fn tree(name: &str) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("wl-sysfs-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let cpu = root.join("sys/devices/system/cpu");
+        for c in 0..2 {
+            let t = cpu.join(format!("cpu{c}/topology"));
+            std::fs::create_dir_all(&t).unwrap();
+            std::fs::write(t.join("core_id"), format!("{c}\n")).unwrap();
+        }
+        std::fs::write(cpu.join("online"), "0-1\n").unwrap();
+        let node = root.join("sys/devices/system/node/node0");
+        std::fs::create_dir_all(&node).unwrap();
+        symlink("../../cpu/cpu1", node.join("cpu1")).unwrap();
+        root
+    }
+
+    fn refusal(root: &Path) -> String {
+        let e = topology_from_sysfs(root).unwrap_err();
+        assert!(!e.contains('\n'), "{e}");
+        e
+    }
+
+    #[test]
+    fn a_copy_with_links_of_its_own_passes() {
+        let root = tree("own");
+        refuse_live_components(&root, &root).unwrap();
+        check_tree(&root, &root).unwrap();
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_copy_that_leads_into_the_live_trees_is_refused() {
+        if !Path::new("/sys/devices/system/cpu/cpu0").is_dir() {
+            return; // no sysfs here to lead into
+        }
+        // `sys` itself: the live tree under another name.
+        let root = std::env::temp_dir().join(format!("wl-sysfs-sys-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        symlink("/sys", root.join("sys")).unwrap();
+        let e = refusal(&root);
+        assert!(
+            e.contains("sys leads into the running machine's own sysfs (/sys)"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+        // A component further down, given as the `sys` directory itself.
+        let root = tree("devices");
+        std::fs::remove_dir_all(root.join("sys/devices")).unwrap();
+        symlink("/sys/devices", root.join("sys/devices")).unwrap();
+        let e = refusal(&root.join("sys"));
+        assert!(
+            e.contains("devices leads into the running machine's own sysfs"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+        // A link inside the copy, to a directory or a file, to sysfs or procfs.
+        for (name, at, to, what) in [
+            ("cpu0", "cpu/cpu0", "/sys/devices/system/cpu/cpu0", "sysfs"),
+            (
+                "online",
+                "cpu/online",
+                "/sys/devices/system/cpu/online",
+                "sysfs",
+            ),
+            (
+                "proc",
+                "cpu/cpu1/topology/core_id",
+                "/proc/self/stat",
+                "procfs",
+            ),
+        ] {
+            let root = tree(name);
+            let p = root.join("sys/devices/system").join(at);
+            if p.is_dir() {
+                std::fs::remove_dir_all(&p).unwrap();
+            } else {
+                std::fs::remove_file(&p).unwrap();
+            }
+            symlink(to, &p).unwrap();
+            let e = refusal(&root);
+            assert!(
+                e.contains(&format!("{at} leads into the running machine's own {what}")),
+                "{name}: {e}"
+            );
+            std::fs::remove_dir_all(&root).unwrap();
+        }
+        // The live trees themselves, by any name.
+        for (dir, needle) in [
+            ("/", "/: /sys is in the running machine's own sysfs;"),
+            ("/sys", "/sys: /sys is in the running machine's own sysfs"),
+            (
+                "/sys/devices/system/cpu/..",
+                "is in the running machine's own sysfs",
+            ),
+            // Its first component already: /proc.
+            (
+                "/proc/self/root/sys",
+                "/proc is in the running machine's own procfs",
+            ),
+        ] {
+            let e = refusal(Path::new(dir));
+            assert!(e.contains(needle), "{dir}: {e}");
+        }
+    }
 }

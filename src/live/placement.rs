@@ -56,6 +56,13 @@ const TASK_TTL_NS: u64 = 30_000_000_000;
 /// Allocated whole at start, so the locked heap never grows with the number
 /// of pids a machine cycles through; a fork storm evicts instead.
 pub const DEFAULT_TASK_TABLE: usize = 16_384;
+/// The largest `--task-table-size`.  The table lives in rustland_core's fixed 64 MiB heap
+/// (`scx_wakelab::heap`), with room for twice the bound ([`task_table`]), as a power of two
+/// of hash buckets, each a pid, a [`StoredTask`] and a control byte: 65536 tasks take one
+/// block of 16 MiB, the largest that heap may be planned for; twice as many took one of
+/// 32 MiB, which it has no room for once anything else is allocated, and the 4194304 the
+/// option once allowed a GB, so the scheduler aborted after creating its socket and trace.
+pub const MAX_TASK_TABLE: usize = 65_536;
 
 /// Hashes a pid with one multiplication (Fibonacci hashing): the per-task
 /// table is read and written for every decision, and SipHash's defence
@@ -687,6 +694,25 @@ mod tests {
             let cpu = p.place(&m).cpu;
             assert_eq!(cpu >= 4, want_node1, "{preset}: placed on {cpu}");
         }
+    }
+
+    /// The largest table is one block of the fixed heap it is allocated in, no larger
+    /// than anything may plan for there; twice as many tasks would not be.
+    #[test]
+    fn the_largest_task_table_fits_the_fixed_heap() {
+        let bytes = |cap: usize| {
+            // hashbrown keeps 7 in 8 buckets usable; a control byte per bucket.
+            let buckets = task_table(cap).capacity() / 7 * 8;
+            (buckets * (std::mem::size_of::<(u32, StoredTask)>() + 1)) as u64
+        };
+        let largest = scx_wakelab::heap::FIXED_HEAP_LARGEST_BLOCK;
+        assert!(
+            bytes(MAX_TASK_TABLE) <= largest,
+            "{}",
+            bytes(MAX_TASK_TABLE)
+        );
+        assert!(bytes(2 * MAX_TASK_TABLE) > largest);
+        assert!(bytes(DEFAULT_TASK_TABLE) <= largest / 4);
     }
 
     /// A fork storm: far more pids than the table holds. The table stays

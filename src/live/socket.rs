@@ -653,6 +653,9 @@ impl Client {
         };
         let not_ours = |why: String| anyhow!("the answer on {p} is not an scx_wakelab's ({why})");
         let text = std::str::from_utf8(&answer).map_err(|_| not_ours("not UTF-8".into()))?;
+        // Before serde: a MAX_ANSWER line of small objects once parsed into more than this
+        // binary's fixed heap holds, and aborted `stats`.
+        scx_wakelab::json_limits::check(text).map_err(not_ours)?;
         let a: Answer = serde_json::from_str(text).map_err(|e| not_ours(e.to_string()))?;
         if a.errno != 0 {
             let why = match &a.args.resp {

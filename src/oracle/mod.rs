@@ -63,11 +63,18 @@ pub enum OracleCommand {
         /// Flags to set on top (as scx_wakelab --set).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
-        /// Also list up to N disagreeing records per file.
-        #[arg(long, value_name = "N", default_value_t = 0)]
-        show: usize,
+        /// Also list up to N disagreeing records per file (at most 1000).
+        #[arg(long, value_name = "N", default_value_t = 0,
+              value_parser = clap::value_parser!(u64).range(0..=MAX_SHOW))]
+        show: u64,
     },
 }
+
+/// The most disagreeing records `oracle compare --show` lists per file.  Each is kept with
+/// the engine's chain as text until the file is done, up to about 2 KiB in the fixed heap
+/// (`crate::heap`): a thousand take 2 MiB, where any number of them once could, one per
+/// record of a trace of any length.
+pub const MAX_SHOW: u64 = 1000;
 
 /// The preset that models a kernel release (`uname -r`), with how sure that is.
 pub fn preset_for_release(release: &str) -> (&'static str, &'static str) {
@@ -687,15 +694,32 @@ impl FileComparison {
     }
 }
 
-/// `oracle compare`: every file, then the total line.
+/// `oracle compare`: every file, then the total line, as one text.
 pub fn compare(
     files: &[PathBuf],
     preset: Option<String>,
     set: Vec<String>,
     show: usize,
 ) -> anyhow::Result<String> {
-    let cli = PolicyOverride { preset, set };
     let mut out = String::new();
+    compare_into(files, preset, set, show, |text| {
+        out.push_str(text);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// `oracle compare`, each file's part handed to `emit` once that file is done, so that
+/// what is held does not grow with the number of files (a file may be named any number of
+/// times).
+pub fn compare_into(
+    files: &[PathBuf],
+    preset: Option<String>,
+    set: Vec<String>,
+    show: usize,
+    mut emit: impl FnMut(&str) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let cli = PolicyOverride { preset, set };
     let mut total = Tally::default();
     let (mut race, mut seeds) = (RaceTally::default(), SeedRates::default());
     for f in files {
@@ -704,8 +728,9 @@ pub fn compare(
         total.agree += c.total.agree;
         race.merge(&c.race);
         seeds.merge(&c.seeds);
-        out.push_str(&c.render());
+        emit(&c.render())?;
     }
+    let mut out = String::new();
     if files.len() > 1 {
         out.push_str("all files:\n");
         race.render(&mut out);
@@ -718,7 +743,7 @@ pub fn compare(
         total.records,
         total.pct()
     );
-    Ok(out)
+    emit(&out)
 }
 
 /// `oracle compare` (and, in a binary without BPF, the refusal of `oracle record`).
@@ -729,10 +754,7 @@ pub fn run(args: OracleArgs) -> anyhow::Result<()> {
             preset,
             set,
             show,
-        } => {
-            print!("{}", compare(&files, preset, set, show)?);
-            Ok(())
-        }
+        } => compare_into(&files, preset, set, show as usize, crate::explain::emit),
         OracleCommand::Record { .. } => Err(crate::exit::BadInput(
             "oracle record loads BPF: run it with scx_wakelab, not scx_wakelab-offline".into(),
         )

@@ -306,3 +306,44 @@ fn topology_from_a_sysfs_tree_without_cluster_ids() {
     assert_eq!(l.iter().collect::<Vec<_>>(), vec![0, 1, 2, 5]);
     assert!(crate::policy::CpuSet::parse_cpulist("3-1").is_err());
 }
+
+/// `--show` lists at most MAX_SHOW records per file: one more is bad usage.
+#[test]
+fn show_is_bounded() {
+    use clap::{Args, Command, FromArgMatches};
+    let parse = |n: u64| {
+        let cmd = OracleArgs::augment_args(Command::new("oracle"));
+        let n = n.to_string();
+        cmd.try_get_matches_from(["oracle", "compare", "f.jsonl", "--show", n.as_str()])
+            .map(|m| OracleArgs::from_arg_matches(&m).unwrap())
+    };
+    match parse(MAX_SHOW).unwrap().command {
+        OracleCommand::Compare { show, .. } => assert_eq!(show, MAX_SHOW),
+        c => panic!("{c:?}"),
+    }
+    let e = parse(MAX_SHOW + 1).unwrap_err().to_string();
+    assert!(e.contains("1001") && e.contains("--show"), "{e}");
+}
+
+/// A record whose changed CPUs the recorded machine does not have is refused, not tallied
+/// in the race split.
+#[test]
+fn changed_cpus_outside_the_topology_are_refused() {
+    let t = topo(4);
+    let file = write_records("changed", &[sample()], &t);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut rec: TraceRecord = parse_json_object(text.trim_end()).unwrap();
+    rec.changed_cpus = Some(vec![3, 4]);
+    std::fs::write(&file, rec.to_json_line() + "\n").unwrap();
+    let e = compare_file(&file, &PolicyOverride::default(), 0).unwrap_err();
+    assert!(
+        e.to_string()
+            .ends_with("rec.jsonl:1: changed_cpus[1]: CPU 4 is outside the topology (CPUs 0-3)"),
+        "{e}"
+    );
+    assert_eq!(
+        crate::exit::code_of(&e, crate::exit::RUNTIME),
+        crate::exit::BAD_INPUT
+    );
+    std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
+}

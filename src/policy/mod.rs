@@ -151,7 +151,7 @@ pub use topology::{
 };
 pub use trace::{
     CpuBase, CpuState, CpuStateMap, CpuStateValue, CpuStates, DEFAULT_WAKER_PID, LlcStateInput,
-    TopologyInput, TraceRecord, WakeInput, WakeKind, parse_shape, policy_spec_of,
+    MAX_OVERRIDES, TopologyInput, TraceRecord, WakeInput, WakeKind, parse_shape, policy_spec_of,
 };
 pub use types::{
     CpuSnapshot, TaskState, WAKE_EXEC, WAKE_FORK, WAKE_SYNC, WAKE_TTWU, WakeCtx, WakerContext,
@@ -160,7 +160,7 @@ pub use types::{
 #[cfg(test)]
 mod test_util;
 #[cfg(test)]
-mod tests_alloc;
+pub(crate) mod tests_alloc;
 #[cfg(test)]
 mod tests_config;
 #[cfg(test)]

@@ -35,9 +35,9 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::{
-    Config, CpuDesc, CpuSet, CpuSnapshot, Decision, FlagValue, LlcState, PRESETS, PolicySpec,
-    Shape, TaskState, Topology, TopologySpec, WAKE_EXEC, WAKE_FORK, WAKE_SYNC, WAKE_TTWU, WakeCtx,
-    WakerContext,
+    Config, CpuDesc, CpuSet, CpuSnapshot, Decision, FlagValue, LlcState, MAX_CPUS, PRESETS,
+    PolicySpec, Shape, TaskState, Topology, TopologySpec, WAKE_EXEC, WAKE_FORK, WAKE_SYNC,
+    WAKE_TTWU, WakeCtx, WakerContext,
 };
 
 // ------------------------------------------------------------------------------------------
@@ -346,7 +346,17 @@ impl<'de> Deserialize<'de> for CpuStateValue {
     }
 }
 
-/// `{"default": STATE, "overrides": {"CPULIST": STATE}}`; overrides keep their file order.
+/// The most overrides a `{"default", "overrides"}` snapshot may have: one per CPU of the
+/// largest topology and three times as many ranges.  Each holds its key (in the scheduler
+/// binary's fixed heap a block of 64 bytes at least) and a state of about 100 bytes, in a
+/// vector that doubles as it grows and holds both blocks while it does, and is then
+/// applied to every CPU it names (up to `MAX_CPUS`): 4096 of them take about 2 MiB and
+/// four million copies of a CPU's state, where the hundreds of thousands a 2 MiB scenario
+/// can hold once exhausted that heap.
+pub const MAX_OVERRIDES: usize = 4 * MAX_CPUS;
+
+/// `{"default": STATE, "overrides": {"CPULIST": STATE}}`; overrides keep their file order,
+/// at most [`MAX_OVERRIDES`] of them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CpuStateMap {
@@ -385,7 +395,14 @@ mod ordered_map {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
                 let mut v = Vec::new();
-                while let Some((k, st)) = m.next_entry::<String, CpuStateValue>()? {
+                while let Some(k) = m.next_key::<String>()? {
+                    if v.len() == MAX_OVERRIDES {
+                        return Err(de::Error::custom(format!(
+                            "more than {MAX_OVERRIDES} CPU overrides (name CPUs by ranges, \
+                             \"0-31\", rather than one by one)"
+                        )));
+                    }
+                    let st = m.next_value::<CpuStateValue>()?;
                     v.push((k, st));
                 }
                 Ok(v)
@@ -760,6 +777,20 @@ mod tests {
         let j = serde_json::to_string(&st).unwrap();
         let back: CpuStates = serde_json::from_str(&j).unwrap();
         assert_eq!(back.resolve(2).unwrap(), vec![s, CpuSnapshot::idle()]);
+    }
+
+    #[test]
+    fn overrides_are_counted_as_they_are_read() {
+        let map = |n: usize| {
+            let members = vec![r#""0-1": "busy""#; n].join(",");
+            format!(r#"{{"default": "idle", "overrides": {{{members}}}}}"#)
+        };
+        let st: CpuStates = serde_json::from_str(&map(MAX_OVERRIDES)).unwrap();
+        assert_eq!(st.resolve(2).unwrap()[1].nr_running, 1);
+        let e = serde_json::from_str::<CpuStates>(&map(MAX_OVERRIDES + 1))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("more than 4096 CPU overrides"), "{e}");
     }
 
     #[test]

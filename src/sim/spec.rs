@@ -20,8 +20,9 @@ pub const MAX_PARAM_NS: u64 = 10_000_000_000;
 /// The largest count parameter (rings, pairs, groups, loops...).
 pub const MAX_COUNT: u64 = 1 << 16;
 
-/// The most tasks a simulation may have: each costs memory in a process whose heap is a
-/// fixed 64 MiB arena, and every event walks some of them.
+/// The most tasks a simulation may have: every event walks some of them.  Each also costs
+/// memory, which `world::footprint` counts with the rest of a run's against the heap it
+/// runs on (the fixed 64 MiB arena holds fewer than this many).
 pub const MAX_TASKS: u64 = 1 << 16;
 
 /// The workload table: each workload's doc, its `--workload` name (serde's tag too, so it

@@ -56,6 +56,10 @@ use crate::policy::rng::XorShift;
 const AVG_IDLE_MAX_NS: u64 = 1_000_000;
 /// A burst that never ends (CPU hogs).
 const FOREVER: u64 = u64::MAX / 4;
+/// hackbench's cost per message, ns: a write and a read of 100 bytes; a unix socket's path
+/// is longer than a pipe's.
+const HACKBENCH_PIPE_NS: u64 = 1_500;
+const HACKBENCH_SOCKET_NS: u64 = 3_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Run {
@@ -233,6 +237,9 @@ pub struct Raw {
     pub newidle_counters: Counters,
     pub tasks: usize,
     pub finished: bool,
+    /// The run stopped because it woke tasks more often than its [`Footprint`] planned
+    /// for (its latencies would have outgrown what was set aside for them).
+    pub over_footprint: bool,
 }
 
 pub fn dist_index(d: Distance) -> usize {
@@ -242,6 +249,187 @@ pub fn dist_index(d: Distance) -> usize {
         Distance::SameLlc => 2,
         Distance::SameNode => 3,
         Distance::RemoteNode => 4,
+    }
+}
+
+/// What a run will hold, estimated from its parameters before anything is built, so that
+/// a run too large for the heap it would run on is refused with one line instead of
+/// aborting that process halfway (see `crate::heap`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Footprint {
+    pub cpus: u64,
+    /// The workload's tasks and one background task per CPU.
+    pub tasks: u64,
+    /// The wake-ups whose latency the run keeps, at most: room for that many is set aside,
+    /// and a run that has more stops ([`Raw::over_footprint`]).
+    pub wakeups: u64,
+    /// Everything above, in blocks as the fixed heap's buddy allocator hands them out.
+    pub bytes: u64,
+    /// The largest of those blocks.
+    pub largest_block: u64,
+}
+
+/// Bytes per CPU of the policy's own tables, which the world holds twice (its topology and
+/// the engine's, each with three masks of 128 bytes and a description per CPU) besides the
+/// engine's and delayed dequeue's per-CPU state.
+const POLICY_BYTES_PER_CPU: u64 = 2048;
+
+/// Bytes a run needs whatever its size: the report, the spec, the labels.
+const RUN_BYTES: u64 = 64 << 10;
+
+/// The estimate of what `spec` will hold (`spec` passed [`SimSpec::check_size`]).
+///
+/// The wake-ups: every one of them ends a burst of work that needs a CPU (a ring's hop, a
+/// message, a request served), or is the one timer or packet such a burst arms.  So each
+/// source of wake-ups (a ring, a pair, a flow, a batch task) has at most its own per cycle
+/// of its bursts (and sleeps) over the run, and all of them together at most one per
+/// shortest burst per CPU; a quarter more for the jitter, which can make a short run's
+/// bursts shorter than their mean (never its mean shorter), and one more per task for the
+/// bursts under way at the start.  Bounded by `--events` (a wake-up is handled within an
+/// event, at most one per event) and, for hackbench, by the messages it sends.
+pub fn footprint(spec: &SimSpec) -> Footprint {
+    use std::mem::size_of;
+    let shape = spec.shape;
+    let cpus = [
+        shape.nodes,
+        shape.llcs_per_node,
+        shape.cores_per_llc,
+        shape.threads,
+    ]
+    .iter()
+    .fold(1u64, |a, &b| a.saturating_mul(b as u64));
+    let tasks = spec.nr_tasks(cpus).saturating_add(cpus);
+    let d = spec.duration_ns;
+    // Wake-ups of `sources` sources each waking `per_cycle` tasks in a cycle of
+    // `cycle_ns`, and of every CPU ending a burst of `burst_ns` at most: a CPU runs one
+    // burst at a time.
+    let cycles = |n: u64, cycle_ns: u64| n.saturating_mul(d / cycle_ns.max(1) + 1);
+    let bounded = |sources: u64, per_cycle: u64, cycle_ns: u64, burst_ns: u64| {
+        cycles(sources, cycle_ns)
+            .saturating_mul(per_cycle)
+            .min(cycles(cpus, burst_ns))
+    };
+    let or_cpus = |n: usize, per: u64| {
+        if n == 0 {
+            (cpus / per).max(1)
+        } else {
+            n as u64
+        }
+    };
+    let by_time = match &spec.workload {
+        // A ring's token wakes one task per hop.
+        Workload::PipeRings { rings, work_ns, .. } => {
+            bounded(or_cpus(*rings, 1), 1, *work_ns, *work_ns)
+        }
+        // A pair wakes its server, then its client.
+        Workload::TbenchLike {
+            pairs,
+            client_ns,
+            server_ns,
+            ..
+        } => bounded(
+            or_cpus(*pairs, 2),
+            2,
+            client_ns.saturating_add(*server_ns),
+            (*client_ns).min(*server_ns),
+        ),
+        // Every message wakes its receiver, and may free one blocked writer.
+        Workload::Hackbench {
+            groups,
+            fds,
+            loops,
+            mode,
+            ..
+        } => {
+            let cost = match mode {
+                HackbenchMode::Pipe => HACKBENCH_PIPE_NS,
+                HackbenchMode::Socket => HACKBENCH_SOCKET_NS,
+            };
+            let messages = (*groups as u64)
+                .saturating_mul(*fds as u64)
+                .saturating_mul(*fds as u64)
+                .saturating_mul(*loops as u64);
+            cycles(cpus, cost).min(messages.saturating_mul(2))
+        }
+        // A flow's packet wakes its server, which works, then the next arrives.
+        Workload::SoftirqRr {
+            flows,
+            work_ns,
+            rtt_ns,
+            ..
+        } => bounded(
+            (*flows as u64).max(1),
+            1,
+            work_ns.saturating_add(*rtt_ns),
+            *work_ns,
+        ),
+        // A pair wakes its server, then its client, `burst` times, then the client's
+        // timer after its pause; a batch task is woken by its timer once per run and sleep.
+        Workload::NewidleBurst {
+            pairs,
+            serve_ns,
+            think_ns,
+            burst,
+            pause_ns,
+            batch,
+            batch_run_ns,
+            batch_sleep_ns,
+        } => {
+            let pairs = bounded(
+                or_cpus(*pairs, 1),
+                2 * u64::from(*burst) + 1,
+                serve_ns
+                    .saturating_add(*think_ns)
+                    .saturating_mul(u64::from(*burst))
+                    .saturating_add(*pause_ns),
+                (*serve_ns).min(*think_ns),
+            );
+            let batch = bounded(
+                or_cpus(*batch, 1),
+                1,
+                batch_run_ns.saturating_add(*batch_sleep_ns),
+                *batch_run_ns,
+            );
+            pairs.saturating_add(batch)
+        }
+    };
+    let mut wakeups = by_time.saturating_add(by_time / 4).saturating_add(tasks);
+    if spec.max_events > 0 {
+        wakeups = wakeups.min(spec.max_events);
+    }
+    let block = crate::heap::block_of;
+    let per_cpu = (size_of::<Cpu>()
+        + 2 * size_of::<CpuSnapshot>()
+        + size_of::<TaskState>()
+        + size_of::<u32>()) as u64
+        + crate::heap::FIXED_HEAP_LEAF
+        + POLICY_BYTES_PER_CPU;
+    // What grows with the tasks besides the tasks themselves, each in a vector that may
+    // double and holds both blocks while it does: their places in the CPUs' queues, in a
+    // receiver's blocked writers and in the events pending, and the candidates a newly-idle
+    // balance collects from every queue.
+    let queued = (3 * 2 * size_of::<usize>() + 3 * size_of::<Entry>()) as u64;
+    let large = [
+        block(tasks.saturating_mul(size_of::<Task>() as u64)),
+        block(wakeups.saturating_mul(size_of::<u64>() as u64)),
+        // The vector that doubles as it collects the candidates, and its old block.
+        2 * block(tasks.saturating_mul(size_of::<PullCandidate>() as u64)),
+        block(tasks.saturating_mul(size_of::<PullCandidate>() as u64)),
+    ];
+    let bytes = [
+        cpus.saturating_mul(per_cpu),
+        tasks.saturating_mul(queued),
+        RUN_BYTES,
+    ]
+    .iter()
+    .chain(&large)
+    .fold(0u64, |a, &b| a.saturating_add(b));
+    Footprint {
+        cpus,
+        tasks,
+        wakeups,
+        bytes,
+        largest_block: large.into_iter().max().unwrap_or(0),
     }
 }
 
@@ -265,11 +453,14 @@ pub struct World {
     exited: usize,
     /// Messages a hackbench receiver buffers before its writers block.
     hackbench_capacity: u32,
+    /// The most latencies the run keeps: what its [`Footprint`] set aside.
+    latency_cap: usize,
     raw: Raw,
 }
 
 impl World {
-    pub fn new(spec: &SimSpec) -> Result<World, String> {
+    /// The world of `spec`, with room for what `footprint` (its [`footprint`]) plans.
+    pub fn new(spec: &SimSpec, footprint: &Footprint) -> Result<World, String> {
         let s = spec.shape;
         let topo = Topology::from_shape(s.nodes, s.llcs_per_node, s.cores_per_llc, s.threads)
             .map_err(|e| format!("--topology: {e}"))?;
@@ -306,7 +497,9 @@ impl World {
             model: spec.model,
             rng: XorShift::new(spec.seed),
             cpus,
-            tasks: Vec::new(),
+            // Sized whole: in the fixed heap a vector that doubles holds its old and its
+            // new block at once.
+            tasks: Vec::with_capacity(footprint.tasks as usize),
             idle_tasks: (0..n)
                 .map(|c| TaskState::new(1_000_000 + c as u32, c, n))
                 .collect(),
@@ -316,7 +509,11 @@ impl World {
             finite_tasks: 0,
             exited: 0,
             hackbench_capacity: u32::MAX,
-            raw: Raw::default(),
+            latency_cap: footprint.wakeups as usize,
+            raw: Raw {
+                latencies: Vec::with_capacity(footprint.wakeups as usize),
+                ..Raw::default()
+            },
         };
         w.build_workload(&spec.workload)?;
         w.raw.tasks = w.tasks.len();
@@ -483,11 +680,9 @@ impl World {
                 capacity,
             } => {
                 self.hackbench_capacity = capacity;
-                // Per message: a write and a read of 100 bytes; a unix socket's path is
-                // longer than a pipe's.
                 let cost = match mode {
-                    HackbenchMode::Pipe => 1_500,
-                    HackbenchMode::Socket => 3_000,
+                    HackbenchMode::Pipe => HACKBENCH_PIPE_NS,
+                    HackbenchMode::Socket => HACKBENCH_SOCKET_NS,
                 };
                 for _ in 0..groups {
                     let first = self.tasks.len();
@@ -693,6 +888,9 @@ impl World {
             }
             if self.finite_tasks > 0 && self.exited == self.finite_tasks {
                 self.raw.finished = true;
+                break;
+            }
+            if self.raw.over_footprint {
                 break;
             }
         }
@@ -928,7 +1126,11 @@ impl World {
         if let Some(w) = self.tasks[t].woken_at.take()
             && !self.tasks[t].background
         {
-            self.raw.latencies.push(now - w);
+            if self.raw.latencies.len() < self.latency_cap {
+                self.raw.latencies.push(now - w);
+            } else {
+                self.raw.over_footprint = true;
+            }
         }
         {
             let cpu = &mut self.cpus[c];

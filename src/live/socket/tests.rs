@@ -409,9 +409,18 @@ fn clients_believe_only_a_well_formed_answer() {
         ),
         ("deep", &[b'['; 100_000], "not an scx_wakelab's"),
         ("flood", &[b'{'; 2 << 20], "longer than"),
+        // Within MAX_ANSWER, but more small objects than this binary's fixed heap holds
+        // once parsed: refused from the text.
+        ("many-objects", b"", "more than 65536 values"),
     ];
     for &(tag, answer, want) in cases {
         let mut answer = answer.to_vec();
+        if tag == "many-objects" {
+            let objects = format!("[{}]", vec![r#"{"a":0}"#; 15_000].join(","));
+            let arrays = vec![objects; 8].join(",");
+            answer = format!("{{\"errno\":0,\"args\":{{\"resp\":[{arrays}]}}}}\n").into_bytes();
+            assert!(answer.len() < MAX_ANSWER);
+        }
         if tag == "deep" {
             answer.push(b'\n');
         }
