@@ -14,6 +14,8 @@
 //! (src/live/) and the supervisor are modules of this binary, not of the
 //! library (src/lib.rs says why).
 
+#[cfg(test)]
+mod agent_bench;
 mod live;
 mod offline;
 mod supervise;

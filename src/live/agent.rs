@@ -721,7 +721,7 @@ impl<'a> Agent<'a> {
 }
 
 /// CLOCK_MONOTONIC now, ns: the clock of BPF's bpf_ktime_get_ns(), for hop times.
-pub(super) fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     cpu_clock_ns(libc::CLOCK_MONOTONIC)
 }
 

@@ -9,9 +9,10 @@
 //! - placement.rs: the engine (src/policy) fed with live inputs;
 //! - socket.rs and stats.rs: the one socket (scx_stats' counters, `set`) and
 //!   the counters it serves;
-//! - env_checks.rs: what must hold before loading;
-//! - placement_cost.rs (tests only): the agent's work per decision, counted
-//!   (instructions) and timed (decisions a second).
+//! - env_checks.rs: what must hold before loading.
+//!
+//! The agent's work per decision is measured outside this layer, by the test
+//! driver src/agent_bench.rs.
 //!
 //! This file runs them: run_scheduler() loads, runs until Ctrl-C/SIGTERM or
 //! until the kernel unloads us, reloads when the kernel asks (ACT_RESTART,
@@ -28,8 +29,6 @@ pub mod bpf_intf;
 pub mod bpf_skel;
 pub mod env_checks;
 pub mod placement;
-#[cfg(test)]
-mod placement_cost;
 pub mod protocol;
 pub mod socket;
 pub mod stats;

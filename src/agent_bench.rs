@@ -53,15 +53,15 @@ use std::time::{Duration, Instant};
 use scx_wakelab::policy::rng::XorShift;
 use scx_wakelab::policy::{Config, CpuSet, Topology, WakerContext};
 
-use super::agent::monotonic_ns;
-use super::bpf_intf as raw;
-use super::bpf_skel::types::bss;
-use super::placement::{Outcome, Placer};
-use super::protocol::as_bpf::{bytes_of, record, write_cpus, zeroed_bss};
-use super::protocol::{
+use crate::live::agent::monotonic_ns;
+use crate::live::bpf_intf as raw;
+use crate::live::bpf_skel::types::bss;
+use crate::live::placement::{Outcome, Placer};
+use crate::live::protocol::as_bpf::{bytes_of, record, write_cpus, zeroed_bss};
+use crate::live::protocol::{
     CpuReading, Decision, Message, Sleep, Waker, Wakeup, add_inflight, note_consumed, read_cpus,
 };
-use super::stats::{HOP_ENQUEUE_READ, HOP_READ_COMMIT, LiveMetrics};
+use crate::live::stats::{HOP_ENQUEUE_READ, HOP_READ_COMMIT, LiveMetrics};
 
 const AGENT_PID: i32 = 1;
 const SLICE_NS: u64 = 5_000_000;
@@ -389,7 +389,7 @@ fn placer(topo: Topology, preset: &str) -> Placer {
         Config::from_preset(preset).expect("preset"),
         AGENT_PID,
         SLICE_NS,
-        super::placement::DEFAULT_TASK_TABLE,
+        crate::live::placement::DEFAULT_TASK_TABLE,
     )
     .expect("placer");
     // --agent-spin-us defaults to 50: the agent polls after a batch.
