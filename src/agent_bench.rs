@@ -401,8 +401,32 @@ fn env(key: &str, default: &str) -> String {
     std::env::var(key).unwrap_or_else(|_| default.to_string())
 }
 
-#[test]
-fn decision_cost() {
+/// One measurement as the WAKELAB_COST_* variables choose it: the load, the
+/// machine, the preset, `n` wake-ups, and what runs it.
+struct Measured {
+    load_name: String,
+    preset: String,
+    n: usize,
+    per_batch: Option<usize>,
+    nr: usize,
+    online: CpuSet,
+    p: Placer,
+    sh: Shared,
+    work: Box<dyn Load>,
+}
+
+/// Every decision of batch `b` is an online CPU its task may run on.
+fn assert_allowed(load_name: &str, online: &CpuSet, b: &Batch, out: &[usize]) {
+    for (w, &c) in b.wakeups.iter().zip(out) {
+        assert!(
+            online.contains(c) && w.allowed.contains(c),
+            "{load_name}: pid {} placed on CPU {c}, not an allowed online CPU",
+            w.pid
+        );
+    }
+}
+
+fn measured_from_env() -> Measured {
     let load_name = env("WAKELAB_COST_LOAD", "pingpong");
     let topo = shape(&env("WAKELAB_COST_SHAPE", "2x1x2x2"));
     let preset = env("WAKELAB_COST_PRESET", "mainline");
@@ -412,9 +436,34 @@ fn decision_cost() {
     let per_batch = per_batch_from_env();
     let nr = topo.nr_cpus();
     let online = *topo.online();
-    let mut p = placer(topo, &preset);
-    let mut sh = Shared::new(nr);
-    let mut work = load(&load_name, nr, per_batch);
+    let p = placer(topo, &preset);
+    let work = load(&load_name, nr, per_batch);
+    Measured {
+        load_name,
+        preset,
+        n,
+        per_batch,
+        nr,
+        online,
+        p,
+        sh: Shared::new(nr),
+        work,
+    }
+}
+
+#[test]
+fn decision_cost() {
+    let Measured {
+        load_name,
+        preset,
+        n,
+        per_batch,
+        nr,
+        online,
+        mut p,
+        mut sh,
+        mut work,
+    } = measured_from_env();
     let mut out = Vec::with_capacity(64);
     let mut fnv = Fnv::default();
     let (mut decisions, mut batches) = (0usize, 0usize);
@@ -441,13 +490,7 @@ fn decision_cost() {
                     out.push(p.place(w).cpu);
                 }
             }
-            for (w, &c) in b.wakeups.iter().zip(&out) {
-                assert!(
-                    online.contains(c) && w.allowed.contains(c),
-                    "{load_name}: pid {} placed on CPU {c}, not an allowed online CPU",
-                    w.pid
-                );
-            }
+            assert_allowed(&load_name, &online, &b, &out);
             work.placed(&b, &out);
             done += out.len();
             for &c in &out {
@@ -518,15 +561,7 @@ fn agent_batch(p: &mut Placer, sh: &mut Shared, records: &[raw::wakeup_msg], k: 
         .filter(|m| matches!(m, Message::Wakeup(_)))
         .count() as u64;
     note_consumed(&mut sh.bss, k.inbox.len() as u64, wakeups, wakeups);
-    let now = k
-        .inbox
-        .iter()
-        .map(|m| match m {
-            Message::Wakeup(w) => w.enqueue_ns,
-            Message::Sleep(s) => s.at_ns,
-        })
-        .max()
-        .unwrap_or(0);
+    let now = k.inbox.iter().map(Message::at_ns).max().unwrap_or(0);
     for m in &k.inbox {
         if let Message::Sleep(s) = m {
             k.local.sleep_events += 1;
@@ -580,23 +615,22 @@ fn clock_pair_ns() -> u64 {
 /// `tools/bench/decision-rate` runs it in a release build.
 #[test]
 fn decision_rate() {
-    let load_name = env("WAKELAB_COST_LOAD", "pingpong");
-    let topo = shape(&env("WAKELAB_COST_SHAPE", "2x1x2x2"));
-    let preset = env("WAKELAB_COST_PRESET", "mainline");
-    let warm_up: usize = env("WAKELAB_COST_N", "200")
-        .parse()
-        .expect("WAKELAB_COST_N");
+    let Measured {
+        load_name,
+        preset,
+        n: warm_up,
+        per_batch,
+        nr,
+        online,
+        mut p,
+        mut sh,
+        mut work,
+    } = measured_from_env();
     let target = Duration::from_millis(
         env("WAKELAB_RATE_MS", "20")
             .parse()
             .expect("WAKELAB_RATE_MS"),
     );
-    let per_batch = per_batch_from_env();
-    let nr = topo.nr_cpus();
-    let online = *topo.online();
-    let mut p = placer(topo, &preset);
-    let mut sh = Shared::new(nr);
-    let mut work = load(&load_name, nr, per_batch);
     let mut keeps = AgentKeeps::default();
     let mut records = Vec::new();
     let mut out = Vec::new();
@@ -618,13 +652,7 @@ fn decision_rate() {
         out.clear();
         out.extend(keeps.decisions.iter().map(|d| d.cpu.expect("a CPU")));
         assert_eq!(out.len(), b.wakeups.len());
-        for (w, &c) in b.wakeups.iter().zip(&out) {
-            assert!(
-                online.contains(c) && w.allowed.contains(c),
-                "{load_name}: pid {} placed on CPU {c}, not an allowed online CPU",
-                w.pid
-            );
-        }
+        assert_allowed(&load_name, &online, &b, &out);
         work.placed(&b, &out);
         if done >= warm_up {
             timed += spent;

@@ -95,6 +95,18 @@ pub const MAX_INPUT_BYTES: u64 = 2 << 20;
 
 /// Writes a command's output; a failed write (a closed pipe, a full disk) is a runtime
 /// failure with one line, not `println!`'s panic.
+/// A command's long help on one line, each run of white space one space: what a test
+/// reads to check that --help states what the code enforces.
+#[cfg(test)]
+pub(crate) fn long_help_of<A: clap::Args>(name: &'static str) -> String {
+    A::augment_args(clap::Command::new(name))
+        .render_long_help()
+        .to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 pub fn emit(text: &str) -> anyhow::Result<()> {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
@@ -1285,13 +1297,7 @@ mod tests {
     #[test]
     fn help_states_the_input_limits() {
         use crate::json_limits::{MAX_ARRAY_LEN, MAX_DEPTH, MAX_OBJECT_MEMBERS, MAX_VALUES};
-        use clap::Args;
-        let help = ExplainArgs::augment_args(clap::Command::new("explain"))
-            .render_long_help()
-            .to_string()
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
+        let help = long_help_of::<ExplainArgs>("explain");
         for said in [
             format!("at most {} MiB", MAX_INPUT_BYTES >> 20),
             format!("{MAX_DEPTH} levels of nesting"),

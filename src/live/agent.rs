@@ -465,14 +465,7 @@ impl<'a> Agent<'a> {
         protocol::note_consumed(bss, msgs.len() as u64, wakeups, held);
         self.consumed += msgs.len() as u64;
         self.consumed_wakeups += wakeups;
-        let now = msgs
-            .iter()
-            .map(|m| match m {
-                Message::Wakeup(w) => w.enqueue_ns,
-                Message::Sleep(s) => s.at_ns,
-            })
-            .max()
-            .unwrap_or(0);
+        let now = msgs.iter().map(Message::at_ns).max().unwrap_or(0);
         // Sleep reports (delayed-dequeue emulation) first: they happened
         // before the CPU states read next, and a CPU idle there has dequeued
         // its delayed sleepers (begin_batch()). A task's own wake-up cannot

@@ -104,6 +104,15 @@ pub enum Message {
 }
 
 impl Message {
+    /// When BPF sent it (the rq clock, scx_bpf_now()): a wake-up when it was
+    /// queued to the agent, a sleep when it was reported.
+    pub fn at_ns(&self) -> u64 {
+        match self {
+            Message::Wakeup(w) => w.enqueue_ns,
+            Message::Sleep(s) => s.at_ns,
+        }
+    }
+
     /// One record of the wakeups ring; None if it is too short to be one.
     pub fn parse(data: &[u8]) -> Option<Message> {
         if data.len() < WAKEUP_MSG_SIZE {

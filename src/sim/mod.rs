@@ -440,13 +440,7 @@ mod tests {
     /// --help states the budgets the code enforces.
     #[test]
     fn help_states_the_budgets() {
-        use clap::Args;
-        let help = SimArgs::augment_args(clap::Command::new("sim"))
-            .render_long_help()
-            .to_string()
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
+        let help = crate::explain::long_help_of::<SimArgs>("sim");
         for said in [
             format!("at most {} GiB", crate::heap::SYSTEM_HEAP_BUDGET >> 30),
             format!("or {} where scx_wakelab runs it", FIXED.limit()),
