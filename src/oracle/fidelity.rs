@@ -1,12 +1,16 @@
 //! What `oracle compare`'s agreement means: which inputs the records are replayed with
-//! ([`Inputs`]; the live agent's stand-ins are [`live_view`]), and the trivial policy beside
-//! every figure (never move a task: [`Fidelity`]).
+//! ([`Inputs`]; the live agent's stand-ins are [`live_view`]), the trivial policy beside every
+//! figure (never move a task: [`Fidelity`]), and whether the figure tells kernel versions
+//! apart ([`Discrimination`]).
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::policy::{CpuSnapshot, CpuStates, Topology, TraceRecord, WAKE_EXEC, WAKE_FORK};
+use crate::explain::{PolicyOverride, Question, Resolved, resolve_policy};
+use crate::policy::{
+    Config, CpuSnapshot, CpuStates, Engine, PolicySpec, Topology, TraceRecord, WAKE_EXEC, WAKE_FORK,
+};
 
 /// Nice-0 load weight, the live agent's unit of load (`NICE_0_LOAD` in
 /// src/live/placement.rs).
@@ -223,6 +227,194 @@ impl Fidelity {
                 share(t.engine, t.records),
                 t.prev,
                 share(t.prev, t.records)
+            );
+        }
+    }
+}
+
+/// The presets `--discriminate` replays each record with besides the replay's own: those
+/// of the kernels tools/oracle/run records (`preset_for_release()` of Debian's 5.10, 6.1,
+/// 6.12 and 7.x).  Every preset would replay a record up to thirteen times instead of
+/// three, mostly as kernels no record comes from, and make a report of pairs no one reads.
+pub const DISCRIMINATION_PRESETS: &[&str] = &["v5.10.y", "v6.1.y", "v6.12.y", "mainline"];
+
+/// The replay's preset against another, on the same records: where the two decide
+/// differently, whose CPU the kernel's is.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PresetPair {
+    /// The replay's preset (the records', or `--preset`).
+    pub own: String,
+    pub other: String,
+    /// The two configurations are the same (the presets differ in nothing the engine
+    /// models): no record can tell them apart, and none is replayed twice for it.
+    pub same_policy: bool,
+    /// Records on which the two chose different CPUs.
+    pub differ: usize,
+    /// Of them, those where the kernel's CPU is the replay's preset's, and the other's; the
+    /// rest went to a third CPU.
+    pub own_matches: usize,
+    pub other_matches: usize,
+}
+
+/// Version discrimination: every record replayed again with each of
+/// [`DISCRIMINATION_PRESETS`] (the record's and `--set`'s flags on top, as on the replay's
+/// own), one [`PresetPair`] per pair met.  A figure of agreement that barely moves from one
+/// kernel's preset to another's says little about versions; this says how often, where the
+/// versions' policies decide differently, the recorded kernel's own is the one it followed.
+/// Holds at most one pair per preset a record names and preset of the list, whatever the
+/// number of records.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Discrimination {
+    pub pairs: Vec<PresetPair>,
+    /// The other presets for the policy of the last record: records of one recording share
+    /// their policy.
+    #[serde(skip)]
+    others: Option<OtherPresets>,
+}
+
+/// The presets a record of `policy` is replayed with besides its own.
+#[derive(Clone, Debug)]
+struct OtherPresets {
+    policy: PolicySpec,
+    replays: Vec<OtherPreset>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct OtherPreset {
+    /// Its index in [`Discrimination::pairs`].
+    pair: usize,
+    /// Its configuration, `None` where it is the replay's own (nothing to replay).
+    config: Option<Config>,
+}
+
+impl Discrimination {
+    /// Replays `inputs` (the record `rec`, resolved, which the replay's preset placed on
+    /// `own_cpu`) with each other preset and counts the disagreements.  Errors are a preset
+    /// that the record's or the command line's flags do not apply to.
+    pub fn add(
+        &mut self,
+        rec: &TraceRecord,
+        inputs: &Resolved,
+        own_cpu: usize,
+        cli: &PolicyOverride,
+    ) -> Result<(), String> {
+        let Question::Wakeup { task, wake } = &inputs.question else {
+            return Ok(());
+        };
+        if self.others.as_ref().is_none_or(|o| o.policy != rec.policy) {
+            let replays = self.others_for(rec, inputs.config, cli)?;
+            self.others = Some(OtherPresets {
+                policy: rec.policy.clone(),
+                replays,
+            });
+        }
+        let Some(others) = &self.others else {
+            return Ok(());
+        };
+        for &OtherPreset { pair, config } in &others.replays {
+            let Some(config) = config else {
+                continue;
+            };
+            let mut engine =
+                Engine::new(inputs.topo.clone(), config).map_err(|e| format!("policy: {e}"))?;
+            for (l, s) in inputs.llc.iter().enumerate() {
+                engine.set_llc_state(l, *s);
+            }
+            let (mut t, mut w) = (*task, *wake);
+            let other_cpu = engine.select_cpu(&inputs.cpus, &mut t, &mut w).cpu;
+            if other_cpu != own_cpu {
+                let p = &mut self.pairs[pair];
+                p.differ += 1;
+                p.own_matches += (rec.recorded_cpu == own_cpu) as usize;
+                p.other_matches += (rec.recorded_cpu == other_cpu) as usize;
+            }
+        }
+        Ok(())
+    }
+
+    /// For records of `rec`'s policy, replayed with `own` (`cli` applied): each other preset,
+    /// its pair made where it is new.
+    fn others_for(
+        &mut self,
+        rec: &TraceRecord,
+        own: Config,
+        cli: &PolicyOverride,
+    ) -> Result<Vec<OtherPreset>, String> {
+        let own_name = cli.preset.as_deref().unwrap_or(&rec.policy.preset).trim();
+        let mut v = Vec::new();
+        for &other in DISCRIMINATION_PRESETS.iter().filter(|&&p| p != own_name) {
+            let with_other = PolicyOverride {
+                preset: Some(other.to_string()),
+                set: cli.set.clone(),
+            };
+            let config = resolve_policy(&rec.policy, &with_other)
+                .map_err(|e| format!("--discriminate with preset {other}: {e}"))?;
+            let pair = self.pair_index(own_name, other);
+            let same = config == own;
+            self.pairs[pair].same_policy = same;
+            v.push(OtherPreset {
+                pair,
+                config: (!same).then_some(config),
+            });
+        }
+        Ok(v)
+    }
+
+    fn pair_index(&mut self, own: &str, other: &str) -> usize {
+        match self
+            .pairs
+            .iter()
+            .position(|p| p.own == own && p.other == other)
+        {
+            Some(i) => i,
+            None => {
+                self.pairs.push(PresetPair {
+                    own: own.to_string(),
+                    other: other.to_string(),
+                    ..PresetPair::default()
+                });
+                self.pairs.len() - 1
+            }
+        }
+    }
+
+    pub fn merge(&mut self, o: &Discrimination) {
+        for p in &o.pairs {
+            let i = self.pair_index(&p.own, &p.other);
+            let q = &mut self.pairs[i];
+            q.same_policy = p.same_policy;
+            q.differ += p.differ;
+            q.own_matches += p.own_matches;
+            q.other_matches += p.other_matches;
+        }
+    }
+
+    /// One line a pair, in the order of the presets' names: `  kernel inputs: preset v6.1.y
+    /// against v5.10.y: 595 records decide differently; the kernel's CPU is v6.1.y's in 594
+    /// (99.8%), v5.10.y's in 1, another in 0` (tools/oracle/run parses them).
+    pub fn render(&self, inputs: Inputs, o: &mut String) {
+        let mut pairs: Vec<&PresetPair> = self.pairs.iter().collect();
+        pairs.sort_by(|a, b| (&a.own, &a.other).cmp(&(&b.own, &b.other)));
+        for p in pairs {
+            let _ = writeln!(
+                o,
+                "  {} inputs: preset {} against {}: {} records decide differently; the kernel's \
+                 CPU is {}'s in {} ({}), {}'s in {}, another in {}{}",
+                inputs.name(),
+                p.own,
+                p.other,
+                p.differ,
+                p.own,
+                p.own_matches,
+                share(p.own_matches, p.differ),
+                p.other,
+                p.other_matches,
+                p.differ - p.own_matches - p.other_matches,
+                if p.same_policy {
+                    " (the same policy)"
+                } else {
+                    ""
+                }
             );
         }
     }

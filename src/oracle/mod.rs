@@ -9,7 +9,8 @@
 //! it moved, on forks and execs: [`fidelity`]), per rule, how often the kernel's decision
 //! raced with a change of the CPUs it read, and the seeds' quantities (recent_used_cpu
 //! hits, the sync shortcut, delayed sleepers).  `--inputs live` replays with the inputs the
-//! live agent would have had ([`fidelity::live_view`]).
+//! live agent would have had ([`fidelity::live_view`]); `--discriminate` replays with other
+//! kernels' presets too, to show whether the agreement tells versions apart.
 //!
 //! This file is the pure half: the record as plain numbers ([`Sample`]), its conversion
 //! into a trace line, and the comparison; it reads no BPF and no system state.  Recording
@@ -27,7 +28,7 @@ use crate::policy::{
     CpuSet, CpuSnapshot, CpuStates, LlcStateInput, PolicySpec, TaskState, Topology, TopologyInput,
     TraceRecord, WakeCtx, WakeInput, WakerContext,
 };
-pub use fidelity::{Fidelity, Inputs};
+pub use fidelity::{Discrimination, Fidelity, Inputs};
 
 /// `scx_wakelab oracle`: record the kernel's own placements, or compare them with the engine.
 #[derive(Debug, clap::Args)]
@@ -84,6 +85,11 @@ pub enum OracleCommand {
                            kernel's: the agent's own come from its history, which a record does \
                            not hold.")]
         inputs: Inputs,
+        /// Also replay every record with the presets of the kernels the oracle records
+        /// (v5.10.y, v6.1.y, v6.12.y, mainline) and report, for each preset against the
+        /// replay's, how often the kernel's CPU is either's where they decide differently.
+        #[arg(long)]
+        discriminate: bool,
     },
 }
 
@@ -572,6 +578,8 @@ pub struct FileComparison {
     pub total: Tally,
     /// The agreement beside never moving the task, overall and per class of records.
     pub fidelity: Fidelity,
+    /// With `--discriminate`: the replay's preset against the other kernels'.
+    pub discrimination: Option<Discrimination>,
     /// Per kind of placement.
     pub by_kind: BTreeMap<String, Tally>,
     /// Per rule that ended the engine's chain.
@@ -602,6 +610,7 @@ pub struct CompareOptions {
     pub inputs: Inputs,
     /// Disagreeing records to list per file (`--show`, at most [`MAX_SHOW`]).
     pub show: usize,
+    pub discriminate: bool,
 }
 
 /// Replays `file` and tallies the engine's agreement with the recorded kernel.
@@ -613,6 +622,7 @@ pub fn compare_file(
     let mut c = FileComparison {
         file: file.display().to_string(),
         inputs: opts.inputs,
+        discrimination: opts.discriminate.then(Discrimination::default),
         ..FileComparison::default()
     };
     let reader = crate::explain::open_input(file)
@@ -641,6 +651,10 @@ pub fn compare_file(
             c.total.add(same);
             c.fidelity
                 .add(flags, rec.task.prev_cpu, rec.recorded_cpu, report.cpu);
+            if let Some(d) = c.discrimination.as_mut() {
+                d.add(rec, inputs, report.cpu, cli)
+                    .map_err(|e| crate::exit::BadInput(format!("{name}:{line}: {e}")))?;
+            }
             c.race.add(rec, report.cpu, same);
             c.seeds.add(rec, report.cpu);
             c.by_kind
@@ -691,6 +705,9 @@ impl FileComparison {
             }
         );
         self.fidelity.render(self.inputs, &mut o);
+        if let Some(d) = &self.discrimination {
+            d.render(self.inputs, &mut o);
+        }
         for (title, rows) in [
             ("per kind", &self.by_kind),
             (
@@ -756,6 +773,7 @@ pub fn compare_into(
     let mut total = Tally::default();
     let (mut race, mut seeds) = (RaceTally::default(), SeedRates::default());
     let mut fidelity = Fidelity::default();
+    let mut discrimination = Discrimination::default();
     for f in files {
         let c = compare_file(f, opts)?;
         total.records += c.total.records;
@@ -763,12 +781,18 @@ pub fn compare_into(
         race.merge(&c.race);
         seeds.merge(&c.seeds);
         fidelity.merge(&c.fidelity);
+        if let Some(d) = &c.discrimination {
+            discrimination.merge(d);
+        }
         emit(&c.render())?;
     }
     let mut out = String::new();
     if files.len() > 1 {
         out.push_str("all files:\n");
         fidelity.render(opts.inputs, &mut out);
+        if opts.discriminate {
+            discrimination.render(opts.inputs, &mut out);
+        }
         race.render(&mut out);
         seeds.render(&mut out);
     }
@@ -791,11 +815,13 @@ pub fn run(args: OracleArgs) -> anyhow::Result<()> {
             set,
             show,
             inputs,
+            discriminate,
         } => {
             let opts = CompareOptions {
                 policy: PolicyOverride { preset, set },
                 inputs,
                 show: show as usize,
+                discriminate,
             };
             compare_into(&files, &opts, crate::explain::emit)
         }

@@ -537,6 +537,158 @@ fn the_live_view_replaces_only_what_the_agent_computes_otherwise() {
     assert_eq!(Inputs::Kernel.view(rec.clone(), &t), rec);
 }
 
+/// A non-sync wake-up across nodes (2 nodes of 2 CPUs, an LLC each): the waker on CPU 0,
+/// prev (CPU 2) idle with the blocked load of 3000 PELT keeps for a while.  v5.11's
+/// wake_affine_idle() keeps an idle prev (d8fcb81f): v6.1.y places the task on CPU 2;
+/// v5.10.y has no such test, WA_WEIGHT finds the waker's CPU lighter, and its LLC has
+/// nothing idle: CPU 0.
+fn across_nodes(kernel_cpu: i32) -> Sample {
+    let mut s = sample();
+    s.wake_flags = WAKE_TTWU;
+    s.wakee.recent_used_cpu = -1;
+    s.cpus = vec![busy(), busy(), idle(), busy()];
+    s.cpus[0].load_avg = 100;
+    s.cpus[2].load_avg = 3000;
+    s.chosen_cpu = kernel_cpu;
+    s
+}
+
+#[test]
+fn discrimination_counts_whose_cpu_the_kernel_took_where_presets_differ() {
+    use crate::policy::WAKE_FORK;
+    let t = Topology::from_shape(2, 1, 2, 1).unwrap();
+    assert!(t.share_cache(0, 1) && !t.share_cache(0, 2));
+    let samples = [
+        across_nodes(2),
+        across_nodes(2),
+        across_nodes(0),
+        across_nodes(3),
+        with(3, WAKE_FORK), // the slow path: every preset places it alike
+    ];
+    let file = write_preset_records("discriminate", &samples, &t, "v6.1.y");
+    let opts = CompareOptions {
+        discriminate: true,
+        ..CompareOptions::default()
+    };
+    let c = compare_file(&file, &opts).unwrap();
+    let d = c.discrimination.as_ref().unwrap();
+    let pair = |other: &str| d.pairs.iter().find(|p| p.other == other).unwrap();
+    let old = pair("v5.10.y");
+    assert_eq!(old.own, "v6.1.y");
+    assert_eq!(
+        (
+            old.differ,
+            old.own_matches,
+            old.other_matches,
+            old.same_policy
+        ),
+        (4, 2, 1, false),
+        "{d:?}"
+    );
+    // The newer presets differ from v6.1.y only with delayed sleepers, which none has.
+    for other in ["v6.12.y", "mainline"] {
+        let p = pair(other);
+        assert_eq!((p.differ, p.same_policy), (0, false), "{other}: {d:?}");
+    }
+    assert_eq!(d.pairs.len(), 3, "{d:?}");
+    let out = c.render();
+    assert!(
+        out.contains(
+            "\n  kernel inputs: preset v6.1.y against v5.10.y: 4 records decide differently; \
+             the kernel's CPU is v6.1.y's in 2 (50.0%), v5.10.y's in 1, another in 1\n"
+        ),
+        "{out}"
+    );
+    // With the agent's loads prev (idle, no load) is the lighter side for v5.10.y too: the
+    // two presets no longer differ on these records.
+    let live = CompareOptions {
+        inputs: Inputs::Live,
+        ..opts.clone()
+    };
+    let c = compare_file(&file, &live).unwrap();
+    let d = c.discrimination.as_ref().unwrap();
+    let old = d.pairs.iter().find(|p| p.other == "v5.10.y").unwrap();
+    assert_eq!(old.differ, 0, "{d:?}");
+    assert!(
+        c.render().contains(
+            "\n  live inputs: preset v6.1.y against v5.10.y: 0 records decide differently"
+        ),
+        "{}",
+        c.render()
+    );
+    // Two files: the pairs add up in the total block.
+    let out = compare(&[file.clone(), file.clone()], &opts).unwrap();
+    let total = out.split("all files:\n").nth(1).unwrap();
+    assert!(
+        total.contains("preset v6.1.y against v5.10.y: 8 records decide differently"),
+        "{out}"
+    );
+    // Without --discriminate nothing is replayed twice and no pair is reported.
+    let c = compare_file(&file, &CompareOptions::default()).unwrap();
+    assert!(c.discrimination.is_none() && !c.render().contains(" against "));
+    std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
+}
+
+/// Presets that model the same behaviours cannot be told apart: said, not replayed.
+#[test]
+fn discrimination_names_presets_of_the_same_policy() {
+    let t = Topology::from_shape(2, 1, 2, 1).unwrap();
+    let file = write_preset_records("same", &[across_nodes(2)], &t, "mainline");
+    let opts = CompareOptions {
+        discriminate: true,
+        ..CompareOptions::default()
+    };
+    let c = compare_file(&file, &opts).unwrap();
+    let d = c.discrimination.as_ref().unwrap();
+    let same: Vec<&str> = d
+        .pairs
+        .iter()
+        .filter(|p| p.same_policy)
+        .map(|p| p.other.as_str())
+        .collect();
+    assert_eq!(same, ["v6.12.y"], "{d:?}");
+    assert!(
+        c.render().contains(
+            "preset mainline against v6.12.y: 0 records decide differently; the kernel's CPU \
+             is mainline's in 0 (-), v6.12.y's in 0, another in 0 (the same policy)\n"
+        ),
+        "{}",
+        c.render()
+    );
+    // --preset replays with another preset: the pairs are that preset's.
+    let v5_10 = CompareOptions {
+        policy: PolicyOverride {
+            preset: Some("v5.10.y".into()),
+            set: Vec::new(),
+        },
+        ..opts
+    };
+    let c = compare_file(&file, &v5_10).unwrap();
+    let d = c.discrimination.as_ref().unwrap();
+    assert!(d.pairs.iter().all(|p| p.own == "v5.10.y"), "{d:?}");
+    assert_eq!(d.pairs.len(), 3, "{d:?}");
+    std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
+}
+
+/// The presets --discriminate replays with are those of the kernels the oracle records.
+#[test]
+fn the_discrimination_presets_are_the_recorded_kernels() {
+    let recorded: Vec<&str> = [
+        "5.10.0-32-amd64",
+        "6.1.0-50-amd64",
+        "6.12.95+deb12-amd64",
+        "7.2.13+deb14-amd64",
+    ]
+    .iter()
+    .map(|r| preset_for_release(r).0)
+    .collect();
+    assert_eq!(recorded, fidelity::DISCRIMINATION_PRESETS);
+    for p in fidelity::DISCRIMINATION_PRESETS {
+        assert!(crate::policy::PRESET_NAMES.contains(p), "{p}");
+    }
+}
+
+/// `--inputs` takes kernel or live, kernel when not given.
 #[test]
 fn inputs_is_kernel_or_live() {
     use clap::{Args, Command, FromArgMatches};
@@ -547,11 +699,18 @@ fn inputs_is_kernel_or_live() {
             .map(|m| OracleArgs::from_arg_matches(&m).unwrap())
     };
     let inputs_of = |extra: &[&str]| match parse(extra).unwrap().command {
-        OracleCommand::Compare { inputs, .. } => inputs,
+        OracleCommand::Compare {
+            inputs,
+            discriminate,
+            ..
+        } => (inputs, discriminate),
         c => panic!("{c:?}"),
     };
-    assert_eq!(inputs_of(&[]), Inputs::Kernel);
-    assert_eq!(inputs_of(&["--inputs", "live"]), Inputs::Live);
+    assert_eq!(inputs_of(&[]), (Inputs::Kernel, false));
+    assert_eq!(
+        inputs_of(&["--inputs", "live", "--discriminate"]),
+        (Inputs::Live, true)
+    );
     let e = parse(&["--inputs", "estimator"]).unwrap_err().to_string();
     assert!(e.contains("estimator") && e.contains("--inputs"), "{e}");
 }
