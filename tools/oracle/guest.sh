@@ -27,6 +27,8 @@ workload() { # name: runs for about SECS seconds
         sched-pipe) timeout "$SECS" perf bench sched pipe -l 100000000 ;;
         hackbench-pipes) while [ "$(date +%s)" -lt $end ]; do hackbench -p -g 4 -l 100; done ;;
         hackbench-sockets) while [ "$(date +%s)" -lt $end ]; do hackbench -g 4 -l 100; done ;;
+        # More groups than the VM's 8 CPUs: 480 tasks, so that wake-ups leave prev often.
+        hackbench-pipes-12g) while [ "$(date +%s)" -lt $end ]; do hackbench -p -g 12 -l 50; done ;;
         qperf-tcp-lat)
             qperf & s=$!; sleep 0.3
             qperf -t "$SECS" 127.0.0.1 tcp_lat; kill $s ;;

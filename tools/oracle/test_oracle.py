@@ -213,6 +213,13 @@ class Main(unittest.TestCase):
         rc, out, _doc, asked = self.run_main("--quick", "--kernels", "sid",
                                              "--workloads", "hackbench-pipes,tbench")
         self.assertEqual((rc, asked), (0, [False]), out)
+        self.assertNotIn("oracle_left_prev", out)
+
+    def test_the_full_profile_counts_the_wake_ups_that_left_prev(self):
+        rc, out, _doc, _asked = self.run_main("--kernels", "sid")
+        self.assertEqual(rc, 1)
+        self.assertIn("CHECK FAIL oracle_left_prev_sid 7.2.13+deb14-amd64: 40 wake-ups that left prev "
+                      "(needs >= 3000)", out)
 
 
 def binary():
