@@ -13,9 +13,10 @@
 //! compared, the rule chain too where the record carries one.  Any mismatch is listed and
 //! makes the command fail.
 //!
-//! `sim` and `oracle compare` use three helpers from here: [`emit`] (output, a failed write
-//! one line of error), [`open_input`] (an input file, a FIFO opened without blocking, a
-//! directory refused) and [`for_each_replayed`] (the replay loop over trace lines).
+//! `sim` and `oracle compare` use helpers from here: [`emit`] (output, a failed write one
+//! line of error), [`open_input`] (an input file, a FIFO opened without blocking, a
+//! directory refused) and [`for_each_replayed`] (the replay loop over trace lines), or
+//! [`for_each_resolved`] under it where a replay decides on other inputs or more than once.
 //!
 //! Errors are one line and name the field: `seed1.json: task.prev_cpu: invalid type: string
 //! "x", expected usize (line 9, column 23)`.
@@ -1130,11 +1131,38 @@ pub fn replay_trace_reader<R: BufRead>(
 /// engine's report, to `each(line, record, report)`.  Returns how many records were cut
 /// short at the end (0 or 1).  Errors as [`replay_trace_reader`].
 pub fn for_each_replayed<R: BufRead>(
-    mut r: R,
+    r: R,
     name: &str,
     base_dir: &Path,
     cli: &PolicyOverride,
     mut each: impl FnMut(usize, &TraceRecord, &ExplainReport),
+) -> anyhow::Result<usize> {
+    for_each_resolved(
+        r,
+        name,
+        base_dir,
+        cli,
+        |rec, _| rec,
+        |lineno, rec, inputs| {
+            each(lineno, rec, &explain(inputs));
+            Ok(())
+        },
+    )
+}
+
+/// The loop under [`for_each_replayed`]: every record of a JSON-lines trace, read and
+/// checked, handed to `view` with its topology, and resolved into engine inputs, to
+/// `each(line, record as viewed, inputs)`.  `view` is where a replay may decide on other
+/// inputs than the record's (`oracle compare --inputs live`); the checks on the record's
+/// CPUs apply to what it returns.  Returns what [`for_each_replayed`] does; an error from
+/// `each` ends the loop with it.
+pub fn for_each_resolved<R: BufRead>(
+    mut r: R,
+    name: &str,
+    base_dir: &Path,
+    cli: &PolicyOverride,
+    mut view: impl FnMut(TraceRecord, &Topology) -> TraceRecord,
+    mut each: impl FnMut(usize, &TraceRecord, &Resolved) -> anyhow::Result<()>,
 ) -> anyhow::Result<usize> {
     let bad = |msg: String| -> anyhow::Error { exit::BadInput(msg).into() };
     let mut records = 0usize;
@@ -1190,6 +1218,7 @@ pub fn for_each_replayed<R: BufRead>(
                 t
             }
         };
+        let rec = view(rec, &topo);
         for (j, r) in rec.recorded_chain.iter().enumerate() {
             if Rule::from_name(r).is_none() {
                 return Err(bad(format!(
@@ -1216,9 +1245,8 @@ pub fn for_each_replayed<R: BufRead>(
             )
             .map_err(|e| bad(format!("{name}:{lineno}: {e}")))?;
         }
-        let report = explain(&resolved);
         records += 1;
-        each(lineno, &rec, &report);
+        each(lineno, &rec, &resolved)?;
     }
     if records == 0 {
         return Err(bad(format!(

@@ -4,9 +4,13 @@
 //! `scx_wakelab oracle record` ([`record`], BPF in bpf/oracle.bpf.c) writes one
 //! [`TraceRecord`] per `select_task_rq_fair()` call: the state the kernel read and the CPU
 //! it chose.  `scx_wakelab oracle compare` replays those records with the preset of the
-//! recorded kernel and reports how often the engine picks the same CPU, per rule, how
-//! often the kernel's decision raced with a change of the CPUs it read, and the seeds'
-//! quantities (recent_used_cpu hits, the sync shortcut, delayed sleepers).
+//! recorded kernel and reports how often the engine picks the same CPU, beside how often
+//! never moving the task would (overall, on the wake-ups the kernel kept on prev and on those
+//! it moved, on forks and execs: [`fidelity`]), per rule, how often the kernel's decision
+//! raced with a change of the CPUs it read, and the seeds' quantities (recent_used_cpu
+//! hits, the sync shortcut, delayed sleepers).  `--inputs live` replays with the inputs the
+//! live agent would have had ([`fidelity::live_view`]); `--discriminate` replays with other
+//! kernels' presets too, to show whether the agreement tells versions apart.
 //!
 //! This file is the pure half: the record as plain numbers ([`Sample`]), its conversion
 //! into a trace line, and the comparison; it reads no BPF and no system state.  Recording
@@ -19,11 +23,12 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::explain::{ExplainReport, PolicyOverride};
+use crate::explain::{ExplainReport, PolicyOverride, Question};
 use crate::policy::{
     CpuSet, CpuSnapshot, CpuStates, LlcStateInput, PolicySpec, TaskState, Topology, TopologyInput,
     TraceRecord, WakeCtx, WakeInput, WakerContext,
 };
+pub use fidelity::{Discrimination, Fidelity, Inputs};
 
 /// `scx_wakelab oracle`: record the kernel's own placements, or compare them with the engine.
 #[derive(Debug, clap::Args)]
@@ -67,6 +72,24 @@ pub enum OracleCommand {
         #[arg(long, value_name = "N", default_value_t = 0,
               value_parser = clap::value_parser!(u64).range(0..=MAX_SHOW))]
         show: u64,
+        /// Replay with the kernel's recorded state, or with the state the live agent would
+        /// have had.
+        #[arg(long, value_enum, value_name = "INPUTS", default_value_t = Inputs::Kernel,
+              long_help = "Replay with the state the kernel read (kernel), or with the state \
+                           the live agent would have decided on, as far as a record tells it \
+                           (live): CPU load = its runnable tasks x 1024, the wakee's and the \
+                           waker's load = a nice-0 weight (1024), every CPU at its original \
+                           capacity, no SCHED_IDLE-only CPU, the idle-core hints and SIS_UTIL's \
+                           depth derived from the recorded CPUs. Utilisation, avg_idle, the scan \
+                           cost, delayed-dequeue counts and the tasks' wake-up history stay the \
+                           kernel's: the agent's own come from its history, which a record does \
+                           not hold.")]
+        inputs: Inputs,
+        /// Also replay every record with the presets of the kernels the oracle records
+        /// (v5.10.y, v6.1.y, v6.12.y, mainline) and report, for each preset against the
+        /// replay's, how often the kernel's CPU is either's where they decide differently.
+        #[arg(long)]
+        discriminate: bool,
     },
 }
 
@@ -551,7 +574,12 @@ impl Tally {
 pub struct FileComparison {
     pub file: String,
     pub preset: String,
+    pub inputs: Inputs,
     pub total: Tally,
+    /// The agreement beside never moving the task, overall and per class of records.
+    pub fidelity: Fidelity,
+    /// With `--discriminate`: the replay's preset against the other kernels'.
+    pub discrimination: Option<Discrimination>,
     /// Per kind of placement.
     pub by_kind: BTreeMap<String, Tally>,
     /// Per rule that ended the engine's chain.
@@ -574,26 +602,41 @@ fn chain_text(report: &ExplainReport) -> String {
         .join(" > ")
 }
 
+/// What `oracle compare` replays with and reports.
+#[derive(Clone, Debug, Default)]
+pub struct CompareOptions {
+    /// `--preset` and `--set`.
+    pub policy: PolicyOverride,
+    pub inputs: Inputs,
+    /// Disagreeing records to list per file (`--show`, at most [`MAX_SHOW`]).
+    pub show: usize,
+    pub discriminate: bool,
+}
+
 /// Replays `file` and tallies the engine's agreement with the recorded kernel.
 pub fn compare_file(
     file: &std::path::Path,
-    cli: &PolicyOverride,
-    show: usize,
+    opts: &CompareOptions,
 ) -> anyhow::Result<FileComparison> {
+    let cli = &opts.policy;
     let mut c = FileComparison {
         file: file.display().to_string(),
+        inputs: opts.inputs,
+        discrimination: opts.discriminate.then(Discrimination::default),
         ..FileComparison::default()
     };
     let reader = crate::explain::open_input(file)
         .map_err(|e| crate::exit::BadInput(format!("cannot read {}: {e}", file.display())))?;
     let name = file.display().to_string();
     let base = file.parent().map(|p| p.to_path_buf()).unwrap_or_default();
-    c.skipped_at_end = crate::explain::for_each_replayed(
+    c.skipped_at_end = crate::explain::for_each_resolved(
         std::io::BufReader::with_capacity(1 << 16, reader),
         &name,
         &base,
         cli,
-        |line, rec, report| {
+        |rec, topo| opts.inputs.view(rec, topo),
+        |line, rec, inputs| {
+            let report = &crate::explain::explain(inputs);
             if c.preset.is_empty() {
                 c.preset = cli
                     .preset
@@ -601,8 +644,17 @@ pub fn compare_file(
                     .unwrap_or_else(|| rec.policy.preset.clone());
             }
             let same = report.cpu == rec.recorded_cpu;
-            let flags = rec.wake.wake_flags.unwrap_or(0);
+            let flags = match &inputs.question {
+                Question::Wakeup { wake, .. } => wake.wake_flags,
+                Question::NewIdle { .. } => 0,
+            };
             c.total.add(same);
+            c.fidelity
+                .add(flags, rec.task.prev_cpu, rec.recorded_cpu, report.cpu);
+            if let Some(d) = c.discrimination.as_mut() {
+                d.add(rec, inputs, report.cpu, cli)
+                    .map_err(|e| crate::exit::BadInput(format!("{name}:{line}: {e}")))?;
+            }
             c.race.add(rec, report.cpu, same);
             c.seeds.add(rec, report.cpu);
             c.by_kind
@@ -623,11 +675,12 @@ pub fn compare_file(
                     relation(rec.recorded_cpu, rec)
                 );
                 *c.disagreements.entry(key).or_default() += 1;
-                if c.examples.len() < show {
+                if c.examples.len() < opts.show {
                     c.examples
                         .push((line, rec.recorded_cpu, report.cpu, chain_text(report)));
                 }
             }
+            Ok(())
         },
     )?;
     Ok(c)
@@ -638,9 +691,10 @@ impl FileComparison {
         let mut o = String::new();
         let _ = writeln!(
             o,
-            "{}: preset {}: {} of {} agree ({:.1}%){}",
+            "{}: preset {}, {} inputs: {} of {} agree ({:.1}%){}",
             self.file,
             self.preset,
+            self.inputs.name(),
             self.total.agree,
             self.total.records,
             self.total.pct(),
@@ -650,6 +704,10 @@ impl FileComparison {
                 ""
             }
         );
+        self.fidelity.render(self.inputs, &mut o);
+        if let Some(d) = &self.discrimination {
+            d.render(self.inputs, &mut o);
+        }
         for (title, rows) in [
             ("per kind", &self.by_kind),
             (
@@ -695,14 +753,9 @@ impl FileComparison {
 }
 
 /// `oracle compare`: every file, then the total line, as one text.
-pub fn compare(
-    files: &[PathBuf],
-    preset: Option<String>,
-    set: Vec<String>,
-    show: usize,
-) -> anyhow::Result<String> {
+pub fn compare(files: &[PathBuf], opts: &CompareOptions) -> anyhow::Result<String> {
     let mut out = String::new();
-    compare_into(files, preset, set, show, |text| {
+    compare_into(files, opts, |text| {
         out.push_str(text);
         Ok(())
     })?;
@@ -714,25 +767,32 @@ pub fn compare(
 /// times).
 pub fn compare_into(
     files: &[PathBuf],
-    preset: Option<String>,
-    set: Vec<String>,
-    show: usize,
+    opts: &CompareOptions,
     mut emit: impl FnMut(&str) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    let cli = PolicyOverride { preset, set };
     let mut total = Tally::default();
     let (mut race, mut seeds) = (RaceTally::default(), SeedRates::default());
+    let mut fidelity = Fidelity::default();
+    let mut discrimination = Discrimination::default();
     for f in files {
-        let c = compare_file(f, &cli, show)?;
+        let c = compare_file(f, opts)?;
         total.records += c.total.records;
         total.agree += c.total.agree;
         race.merge(&c.race);
         seeds.merge(&c.seeds);
+        fidelity.merge(&c.fidelity);
+        if let Some(d) = &c.discrimination {
+            discrimination.merge(d);
+        }
         emit(&c.render())?;
     }
     let mut out = String::new();
     if files.len() > 1 {
         out.push_str("all files:\n");
+        fidelity.render(opts.inputs, &mut out);
+        if opts.discriminate {
+            discrimination.render(opts.inputs, &mut out);
+        }
         race.render(&mut out);
         seeds.render(&mut out);
     }
@@ -754,7 +814,17 @@ pub fn run(args: OracleArgs) -> anyhow::Result<()> {
             preset,
             set,
             show,
-        } => compare_into(&files, preset, set, show as usize, crate::explain::emit),
+            inputs,
+            discriminate,
+        } => {
+            let opts = CompareOptions {
+                policy: PolicyOverride { preset, set },
+                inputs,
+                show: show as usize,
+                discriminate,
+            };
+            compare_into(&files, &opts, crate::explain::emit)
+        }
         OracleCommand::Record { .. } => Err(crate::exit::BadInput(
             "oracle record loads BPF: run it with scx_wakelab, not scx_wakelab-offline".into(),
         )
@@ -762,6 +832,7 @@ pub fn run(args: OracleArgs) -> anyhow::Result<()> {
     }
 }
 
+pub mod fidelity;
 pub mod record;
 pub mod sysfs;
 

@@ -5,6 +5,13 @@ use super::*;
 use crate::explain::parse_json_object;
 use crate::policy::{WAKE_SYNC, WAKE_TTWU};
 
+fn shown(show: usize) -> CompareOptions {
+    CompareOptions {
+        show,
+        ..CompareOptions::default()
+    }
+}
+
 fn topo(nr: usize) -> Topology {
     Topology::from_shape(1, 1, nr, 1).unwrap()
 }
@@ -136,7 +143,7 @@ fn compare_counts_agreement_per_kind_and_rule() {
         .join("\n")
         + "\n";
     std::fs::write(&file, text).unwrap();
-    let c = compare_file(&file, &PolicyOverride::default(), 5).unwrap();
+    let c = compare_file(&file, &shown(5)).unwrap();
     assert_eq!((c.total.records, c.total.agree), (2, 1));
     assert_eq!(c.preset, "mainline");
     assert_eq!(c.by_kind["wake-up, sync"].records, 2);
@@ -151,21 +158,32 @@ fn compare_counts_agreement_per_kind_and_rule() {
         c.disagreements
     );
     assert_eq!(c.examples.len(), 1);
-    let out = compare(std::slice::from_ref(&file), None, Vec::new(), 0).unwrap();
+    let out = compare(std::slice::from_ref(&file), &CompareOptions::default()).unwrap();
     assert!(out.ends_with("agreement: 1 of 2 (50.0%)\n"), "{out}");
     // A preset that refuses the sync pull to a busy waker CPU... any valid override runs.
-    let out = compare(
-        std::slice::from_ref(&file),
-        Some("v5.10".into()),
-        Vec::new(),
-        0,
-    )
-    .unwrap();
+    let v5_10 = CompareOptions {
+        policy: PolicyOverride {
+            preset: Some("v5.10".into()),
+            set: Vec::new(),
+        },
+        ..CompareOptions::default()
+    };
+    let out = compare(std::slice::from_ref(&file), &v5_10).unwrap();
     assert!(out.contains("preset v5.10"), "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 fn write_records(name: &str, samples: &[Sample], t: &Topology) -> std::path::PathBuf {
+    write_preset_records(name, samples, t, "mainline")
+}
+
+/// Writes `samples` as records of `preset` on `t`, in a directory of their own.
+fn write_preset_records(
+    name: &str,
+    samples: &[Sample],
+    t: &Topology,
+    preset: &str,
+) -> std::path::PathBuf {
     let ti = TopologyInput::from_topology(t);
     let dir = std::env::temp_dir().join(format!("oracle-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -174,7 +192,7 @@ fn write_records(name: &str, samples: &[Sample], t: &Topology) -> std::path::Pat
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            s.to_trace(i as u64, t, &ti, "mainline", 250)
+            s.to_trace(i as u64, t, &ti, preset, 250)
                 .unwrap()
                 .to_json_line()
                 + "\n"
@@ -205,7 +223,7 @@ fn compare_splits_the_race_and_counts_the_seed_cases() {
     raced.chosen_cpu = 3;
     raced.changed_cpus = 1 << 3;
     let file = write_records("race", &[stable, irq, recent, raced], &t);
-    let c = compare_file(&file, &PolicyOverride::default(), 0).unwrap();
+    let c = compare_file(&file, &CompareOptions::default()).unwrap();
     let r = &c.race;
     assert_eq!(r.measured, 4);
     assert_eq!((r.changed.records, r.stable.records), (2, 2));
@@ -335,7 +353,7 @@ fn changed_cpus_outside_the_topology_are_refused() {
     let mut rec: TraceRecord = parse_json_object(text.trim_end()).unwrap();
     rec.changed_cpus = Some(vec![3, 4]);
     std::fs::write(&file, rec.to_json_line() + "\n").unwrap();
-    let e = compare_file(&file, &PolicyOverride::default(), 0).unwrap_err();
+    let e = compare_file(&file, &CompareOptions::default()).unwrap_err();
     assert!(
         e.to_string()
             .ends_with("rec.jsonl:1: changed_cpus[1]: CPU 4 is outside the topology (CPUs 0-3)"),
@@ -346,4 +364,353 @@ fn changed_cpus_outside_the_topology_are_refused() {
         crate::exit::BAD_INPUT
     );
     std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
+}
+
+fn with(kernel_cpu: i32, wake_flags: u32) -> Sample {
+    Sample {
+        chosen_cpu: kernel_cpu,
+        wake_flags,
+        ..sample()
+    }
+}
+
+/// Never moving a task is the baseline beside each figure, and the classes split the
+/// records: wake-ups the kernel kept on prev, wake-ups it moved, forks, execs.  On
+/// sample() the engine pulls a wake-up to its lone waker's CPU 0 and places a fork or an
+/// exec on CPU 3, the only idle one; prev is CPU 2.
+#[test]
+fn agreement_stands_beside_always_prev_per_class() {
+    use crate::policy::{WAKE_EXEC, WAKE_FORK};
+    let sync = WAKE_TTWU | WAKE_SYNC;
+    let samples = [
+        with(0, sync),      // moved; the engine agrees
+        with(2, sync),      // kept on prev; the engine does not
+        with(3, sync),      // moved elsewhere; neither
+        with(3, WAKE_FORK), // a fork where the engine puts it
+        with(2, WAKE_EXEC), // an exec the kernel left on prev
+    ];
+    let file = write_records("fidelity", &samples, &topo(4));
+    let c = compare_file(&file, &CompareOptions::default()).unwrap();
+    let f = &c.fidelity;
+    let t = |records, engine, prev| fidelity::AgainstPrev {
+        records,
+        engine,
+        prev,
+    };
+    assert_eq!(f.all, t(5, 2, 2), "{f:?}");
+    assert_eq!(f.wakeups_kept_prev, t(1, 0, 1), "{f:?}");
+    assert_eq!(f.wakeups_left_prev, t(2, 1, 0), "{f:?}");
+    assert_eq!(f.forks, t(1, 1, 0), "{f:?}");
+    assert_eq!(f.execs, t(1, 0, 1), "{f:?}");
+    let out = c.render();
+    for line in [
+        ": preset mainline, kernel inputs: 2 of 5 agree (40.0%)\n",
+        "\n  kernel inputs: all placements                5; engine agrees       2 (40.0%), \
+         always prev       2 (40.0%)\n",
+        "\n  kernel inputs: wake-ups that left prev       2; engine agrees       1 (50.0%), \
+         always prev       0 (0.0%)\n",
+        "\n  kernel inputs: execs                         1; engine agrees       0 (0.0%), \
+         always prev       1 (100.0%)\n",
+    ] {
+        assert!(out.contains(line), "{line:?} not in\n{out}");
+    }
+    // Two files: the classes add up in the total block, and the last line stays as it was.
+    let both = compare(&[file.clone(), file.clone()], &CompareOptions::default()).unwrap();
+    assert!(
+        both.contains(
+            "all files:\n  kernel inputs: all placements               10; engine agrees       \
+             4 (40.0%), always prev       4 (40.0%)\n"
+        ),
+        "{both}"
+    );
+    assert!(both.ends_with("\nagreement: 4 of 10 (40.0%)\n"), "{both}");
+    std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
+}
+
+/// A non-sync wake-up on 4 busy CPUs whose outcome is WA_WEIGHT's: the kernel's loads
+/// (the waker's CPU 100, prev's 3000, the task 300) make the waker's CPU 0 the lighter
+/// side; with the agent's (1024 for each CPU's one task and for the task) prev is.
+fn weighed() -> Sample {
+    let mut s = sample();
+    s.wake_flags = WAKE_TTWU;
+    s.cpus = vec![busy(), busy(), busy(), busy()];
+    s.cpus[0].load_avg = 100;
+    s.cpus[2].load_avg = 3000;
+    s.chosen_cpu = 0;
+    s
+}
+
+#[test]
+fn live_inputs_decide_on_the_agents_loads() {
+    let file = write_records("live", &[weighed()], &topo(4));
+    let kernel = compare_file(&file, &shown(1)).unwrap();
+    assert_eq!((kernel.total.records, kernel.total.agree), (1, 1));
+    let live = CompareOptions {
+        inputs: Inputs::Live,
+        show: 1,
+        ..CompareOptions::default()
+    };
+    let c = compare_file(&file, &live).unwrap();
+    assert_eq!((c.total.records, c.total.agree), (1, 0), "{c:?}");
+    assert_eq!(c.examples[0].1..=c.examples[0].2, 0..=2, "{c:?}");
+    assert!(
+        c.examples[0].3.contains("wake_affine_weight_prev_lighter"),
+        "{c:?}"
+    );
+    let out = compare(std::slice::from_ref(&file), &live).unwrap();
+    assert!(out.contains(", live inputs: 0 of 1 agree"), "{out}");
+    assert!(
+        out.contains("\n  live inputs: wake-ups that left prev       1; engine agrees       0"),
+        "{out}"
+    );
+    assert!(out.ends_with("\nagreement: 0 of 1 (0.0%)\n"), "{out}");
+    std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
+}
+
+/// What live_view replaces, and what it leaves as the kernel recorded it.
+#[test]
+fn the_live_view_replaces_only_what_the_agent_computes_otherwise() {
+    let t = topo(4);
+    let mut s = weighed();
+    s.cpus[1].nr_running = 3;
+    s.cpus[1].nr_delayed = 1;
+    s.cpus[1].nr_sched_idle = 3;
+    s.cpus[1].capacity = 800;
+    s.cpus[1].avg_idle = 123_456;
+    // The LLC's state is read through its first CPU.
+    s.cpus[0].llc.has_idle_cores = Some(true);
+    s.cpus[0].llc.nr_idle_scan = Some(3);
+    s.cpus[0].llc.avg_scan_cost = 777;
+    s.wakee.flags = 0x0020_0000; // PF_KTHREAD
+    s.wakee.nr_cpus_allowed = 1;
+    s.wakee.util_avg = 50;
+    s.waker.allowed = 0x1;
+    let rec = s
+        .to_trace(0, &t, &TopologyInput::from_topology(&t), "mainline", 250)
+        .unwrap();
+    let kernel_cpus = rec.cpus.resolve(4).unwrap();
+    assert!(kernel_cpus[1].sched_idle_only && rec.task.is_per_cpu_kthread);
+    let live = fidelity::live_view(rec.clone(), &t);
+    let cpus = live.cpus.resolve(4).unwrap();
+    // Runnable tasks x 1024: the delayed sleeper counts in nr_running, not in the load.
+    assert_eq!(
+        cpus.iter().map(|c| c.load).collect::<Vec<_>>(),
+        [1024, 2048, 1024, 1024]
+    );
+    assert_eq!(cpus[1].capacity, 0);
+    assert!(!cpus[1].sched_idle_only);
+    // The kernel's own: util, avg_idle, the counts, the delayed sleeper.
+    for (k, l) in kernel_cpus.iter().zip(&cpus) {
+        assert_eq!(
+            (l.util, l.avg_idle_ns, l.nr_running, l.nr_delayed, l.idle),
+            (k.util, k.avg_idle_ns, k.nr_running, k.nr_delayed, k.idle)
+        );
+    }
+    let kernel_llc = &rec.llc_state.as_ref().unwrap()[0];
+    assert_eq!(
+        (kernel_llc.has_idle_cores, kernel_llc.nr_idle_scan),
+        (Some(true), Some(3))
+    );
+    let llc = &live.llc_state.as_ref().unwrap()[0];
+    assert_eq!((llc.has_idle_cores, llc.nr_idle_scan), (None, None));
+    assert_eq!(llc.avg_scan_cost_ns, Some(777));
+    assert_eq!(
+        (live.task.load, live.task.util, live.task.is_per_cpu_kthread),
+        (1024, 0, false)
+    );
+    assert_eq!(live.task.recent_used_cpu, rec.task.recent_used_cpu);
+    assert_eq!(live.task.wakee_flips, rec.task.wakee_flips);
+    let (w, kw) = (live.wake.waker.unwrap(), rec.wake.waker.unwrap());
+    assert_eq!((w.load, w.util, w.allowed), (1024, 0, *t.possible()));
+    assert_eq!(
+        (w.last_wakee, w.wakee_flips),
+        (kw.last_wakee, kw.wakee_flips)
+    );
+    // Nothing else of the record changes.
+    let mut back = live.clone();
+    back.cpus = rec.cpus.clone();
+    back.llc_state = rec.llc_state.clone();
+    back.task = rec.task;
+    back.wake.waker = rec.wake.waker;
+    assert_eq!(back, rec);
+    // The kernel's inputs are the record itself.
+    assert_eq!(Inputs::Kernel.view(rec.clone(), &t), rec);
+}
+
+/// A non-sync wake-up across nodes (2 nodes of 2 CPUs, an LLC each): the waker on CPU 0,
+/// prev (CPU 2) idle with the blocked load of 3000 PELT keeps for a while.  v5.11's
+/// wake_affine_idle() keeps an idle prev (d8fcb81f): v6.1.y places the task on CPU 2;
+/// v5.10.y has no such test, WA_WEIGHT finds the waker's CPU lighter, and its LLC has
+/// nothing idle: CPU 0.
+fn across_nodes(kernel_cpu: i32) -> Sample {
+    let mut s = sample();
+    s.wake_flags = WAKE_TTWU;
+    s.wakee.recent_used_cpu = -1;
+    s.cpus = vec![busy(), busy(), idle(), busy()];
+    s.cpus[0].load_avg = 100;
+    s.cpus[2].load_avg = 3000;
+    s.chosen_cpu = kernel_cpu;
+    s
+}
+
+#[test]
+fn discrimination_counts_whose_cpu_the_kernel_took_where_presets_differ() {
+    use crate::policy::WAKE_FORK;
+    let t = Topology::from_shape(2, 1, 2, 1).unwrap();
+    assert!(t.share_cache(0, 1) && !t.share_cache(0, 2));
+    let samples = [
+        across_nodes(2),
+        across_nodes(2),
+        across_nodes(0),
+        across_nodes(3),
+        with(3, WAKE_FORK), // the slow path: every preset places it alike
+    ];
+    let file = write_preset_records("discriminate", &samples, &t, "v6.1.y");
+    let opts = CompareOptions {
+        discriminate: true,
+        ..CompareOptions::default()
+    };
+    let c = compare_file(&file, &opts).unwrap();
+    let d = c.discrimination.as_ref().unwrap();
+    let pair = |other: &str| d.pairs.iter().find(|p| p.other == other).unwrap();
+    let old = pair("v5.10.y");
+    assert_eq!(old.own, "v6.1.y");
+    assert_eq!(
+        (
+            old.differ,
+            old.own_matches,
+            old.other_matches,
+            old.same_policy
+        ),
+        (4, 2, 1, false),
+        "{d:?}"
+    );
+    // The newer presets differ from v6.1.y only with delayed sleepers, which none has.
+    for other in ["v6.12.y", "mainline"] {
+        let p = pair(other);
+        assert_eq!((p.differ, p.same_policy), (0, false), "{other}: {d:?}");
+    }
+    assert_eq!(d.pairs.len(), 3, "{d:?}");
+    let out = c.render();
+    assert!(
+        out.contains(
+            "\n  kernel inputs: preset v6.1.y against v5.10.y: 4 records decide differently; \
+             the kernel's CPU is v6.1.y's in 2 (50.0%), v5.10.y's in 1, another in 1\n"
+        ),
+        "{out}"
+    );
+    // With the agent's loads prev (idle, no load) is the lighter side for v5.10.y too: the
+    // two presets no longer differ on these records.
+    let live = CompareOptions {
+        inputs: Inputs::Live,
+        ..opts.clone()
+    };
+    let c = compare_file(&file, &live).unwrap();
+    let d = c.discrimination.as_ref().unwrap();
+    let old = d.pairs.iter().find(|p| p.other == "v5.10.y").unwrap();
+    assert_eq!(old.differ, 0, "{d:?}");
+    assert!(
+        c.render().contains(
+            "\n  live inputs: preset v6.1.y against v5.10.y: 0 records decide differently"
+        ),
+        "{}",
+        c.render()
+    );
+    // Two files: the pairs add up in the total block.
+    let out = compare(&[file.clone(), file.clone()], &opts).unwrap();
+    let total = out.split("all files:\n").nth(1).unwrap();
+    assert!(
+        total.contains("preset v6.1.y against v5.10.y: 8 records decide differently"),
+        "{out}"
+    );
+    // Without --discriminate nothing is replayed twice and no pair is reported.
+    let c = compare_file(&file, &CompareOptions::default()).unwrap();
+    assert!(c.discrimination.is_none() && !c.render().contains(" against "));
+    std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
+}
+
+/// Presets that model the same behaviours cannot be told apart: said, not replayed.
+#[test]
+fn discrimination_names_presets_of_the_same_policy() {
+    let t = Topology::from_shape(2, 1, 2, 1).unwrap();
+    let file = write_preset_records("same", &[across_nodes(2)], &t, "mainline");
+    let opts = CompareOptions {
+        discriminate: true,
+        ..CompareOptions::default()
+    };
+    let c = compare_file(&file, &opts).unwrap();
+    let d = c.discrimination.as_ref().unwrap();
+    let same: Vec<&str> = d
+        .pairs
+        .iter()
+        .filter(|p| p.same_policy)
+        .map(|p| p.other.as_str())
+        .collect();
+    assert_eq!(same, ["v6.12.y"], "{d:?}");
+    assert!(
+        c.render().contains(
+            "preset mainline against v6.12.y: 0 records decide differently; the kernel's CPU \
+             is mainline's in 0 (-), v6.12.y's in 0, another in 0 (the same policy)\n"
+        ),
+        "{}",
+        c.render()
+    );
+    // --preset replays with another preset: the pairs are that preset's.
+    let v5_10 = CompareOptions {
+        policy: PolicyOverride {
+            preset: Some("v5.10.y".into()),
+            set: Vec::new(),
+        },
+        ..opts
+    };
+    let c = compare_file(&file, &v5_10).unwrap();
+    let d = c.discrimination.as_ref().unwrap();
+    assert!(d.pairs.iter().all(|p| p.own == "v5.10.y"), "{d:?}");
+    assert_eq!(d.pairs.len(), 3, "{d:?}");
+    std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
+}
+
+/// The presets --discriminate replays with are those of the kernels the oracle records.
+#[test]
+fn the_discrimination_presets_are_the_recorded_kernels() {
+    let recorded: Vec<&str> = [
+        "5.10.0-32-amd64",
+        "6.1.0-50-amd64",
+        "6.12.95+deb12-amd64",
+        "7.2.13+deb14-amd64",
+    ]
+    .iter()
+    .map(|r| preset_for_release(r).0)
+    .collect();
+    assert_eq!(recorded, fidelity::DISCRIMINATION_PRESETS);
+    for p in fidelity::DISCRIMINATION_PRESETS {
+        assert!(crate::policy::PRESET_NAMES.contains(p), "{p}");
+    }
+}
+
+/// `--inputs` takes kernel or live, kernel when not given.
+#[test]
+fn inputs_is_kernel_or_live() {
+    use clap::{Args, Command, FromArgMatches};
+    let parse = |extra: &[&str]| {
+        let cmd = OracleArgs::augment_args(Command::new("oracle"));
+        let argv = [&["oracle", "compare", "f.jsonl"][..], extra].concat();
+        cmd.try_get_matches_from(argv)
+            .map(|m| OracleArgs::from_arg_matches(&m).unwrap())
+    };
+    let inputs_of = |extra: &[&str]| match parse(extra).unwrap().command {
+        OracleCommand::Compare {
+            inputs,
+            discriminate,
+            ..
+        } => (inputs, discriminate),
+        c => panic!("{c:?}"),
+    };
+    assert_eq!(inputs_of(&[]), (Inputs::Kernel, false));
+    assert_eq!(
+        inputs_of(&["--inputs", "live", "--discriminate"]),
+        (Inputs::Live, true)
+    );
+    let e = parse(&["--inputs", "estimator"]).unwrap_err().to_string();
+    assert!(e.contains("estimator") && e.contains("--inputs"), "{e}");
 }

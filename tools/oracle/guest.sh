@@ -1,10 +1,15 @@
 #!/bin/sh
 # The oracle lab's guest side (tools/oracle/run): for each workload, record the kernel's
-# own fair-class placements while the workload runs, then replay them through the engine.
-# Env: WORKLOADS (space-separated names below), SECS (seconds of workload each).
+# own fair-class placements while the workload runs, then replay them through the engine,
+# with the kernel's inputs and with the live agent's (each replay after an ORACLE-COMPARE
+# line naming its inputs).
+# Env: WORKLOADS (space-separated names below), SECS (seconds of workload each),
+# DISCRIMINATE=1 to replay with the other kernels' presets too (oracle compare --discriminate).
 set -u
 LMB=${LMB:-/opt/lmbench/bin}
 SECS=${SECS:-8}
+discriminate=
+[ "${DISCRIMINATE:-0}" = 1 ] && discriminate=--discriminate
 echo "ORACLE-KERNEL $(uname -r)"
 
 # A kernel built without BTF has no /sys/kernel/btf/vmlinux. Hide the directory under an
@@ -22,6 +27,8 @@ workload() { # name: runs for about SECS seconds
         sched-pipe) timeout "$SECS" perf bench sched pipe -l 100000000 ;;
         hackbench-pipes) while [ "$(date +%s)" -lt $end ]; do hackbench -p -g 4 -l 100; done ;;
         hackbench-sockets) while [ "$(date +%s)" -lt $end ]; do hackbench -g 4 -l 100; done ;;
+        # More groups than the VM's 8 CPUs: 480 tasks, so that wake-ups leave prev often.
+        hackbench-pipes-12g) while [ "$(date +%s)" -lt $end ]; do hackbench -p -g 12 -l 50; done ;;
         qperf-tcp-lat)
             qperf & s=$!; sleep 0.3
             qperf -t "$SECS" 127.0.0.1 tcp_lat; kill $s ;;
@@ -50,6 +57,11 @@ for w in $WORKLOADS; do
     rc=$?
     echo "ORACLE-BEGIN $w record-rc=$rc"
     sed 's/^/  record: /' /tmp/rec.err | tail -n 3
-    [ $rc -eq 0 ] && scx_wakelab oracle compare "$out"
+    if [ $rc -eq 0 ]; then
+        for inputs in kernel live; do
+            echo "ORACLE-COMPARE inputs=$inputs"
+            scx_wakelab oracle compare --inputs "$inputs" $discriminate "$out"
+        done
+    fi
     echo "ORACLE-END $w"
 done

@@ -1,0 +1,421 @@
+//! What `oracle compare`'s agreement means: which inputs the records are replayed with
+//! ([`Inputs`]; the live agent's stand-ins are [`live_view`]), the trivial policy beside every
+//! figure (never move a task: [`Fidelity`]), and whether the figure tells kernel versions
+//! apart ([`Discrimination`]).
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::explain::{PolicyOverride, Question, Resolved, resolve_policy};
+use crate::policy::{
+    Config, CpuSnapshot, CpuStates, Engine, PolicySpec, Topology, TraceRecord, WAKE_EXEC, WAKE_FORK,
+};
+
+/// Nice-0 load weight, the live agent's unit of load (`NICE_0_LOAD` in
+/// src/live/placement.rs).
+pub const NICE_0_LOAD: u64 = 1024;
+
+/// The inputs `oracle compare` replays each record with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Inputs {
+    /// The state the kernel read, as recorded.
+    #[default]
+    Kernel,
+    /// The state the live agent would have decided on, as far as a record tells it.
+    Live,
+}
+
+impl Inputs {
+    pub fn name(self) -> &'static str {
+        match self {
+            Inputs::Kernel => "kernel",
+            Inputs::Live => "live",
+        }
+    }
+
+    /// The record as a replay with these inputs decides on it; `topo` is the record's own.
+    pub fn view(self, rec: TraceRecord, topo: &Topology) -> TraceRecord {
+        match self {
+            Inputs::Kernel => rec,
+            Inputs::Live => live_view(rec, topo),
+        }
+    }
+}
+
+/// A kernel's record with every input the live agent computes otherwise replaced by the
+/// agent's own value, where the record allows computing it (src/live/placement.rs:
+/// `begin_batch()` and `place()`).  What the live scheduler's user gets is the engine on
+/// these inputs, not on the kernel's.
+///
+/// Replaced (kernel's value → the agent's):
+/// - CPU `load`: the cfs runqueue's PELT `load_avg` → runnable tasks × 1024 (nice-0 weight),
+///   i.e. `(nr_running - nr_delayed) × 1024`: the agent's delayed-dequeue emulation adds its
+///   sleepers to `nr_running` and not to the load;
+/// - CPU `capacity`: `rq->cpu_capacity`, less what RT, IRQ and thermal pressure take → 0, the
+///   topology's original capacity (BPF reads no `capacity_of()`);
+/// - CPU `sched_idle_only`: the runqueue holds only SCHED_IDLE tasks → false (the agent
+///   keeps no count of them);
+/// - wakee `load`: its PELT `load_avg` → its nice weight (`p->scx.weight` × 1024 / 100).  A
+///   record has no nice level: every task counts as nice 0, 1024, which the recorded
+///   workloads are (kernel threads at other nice levels are not);
+/// - wakee `util`: `util_avg` → 0 (the agent never sets it; only asymmetric-capacity
+///   placement, which the engine does not model, reads it);
+/// - wakee `is_per_cpu_kthread` → false (the agent learns it for wakers only; the engine
+///   reads the waker's);
+/// - waker `load`: `current`'s PELT `load_avg` → 1024 (a waker's message carries no weight;
+///   the agent's waker state is `TaskState::with_allowed`'s default);
+/// - waker `util` → 0, waker `allowed` → every CPU of the topology (the agent does not know
+///   the waker's mask; the engine does not read it);
+/// - LLC `has_idle_cores`: the kernel's `sd_llc_shared` hint, stale as it may be → derived
+///   from the CPUs of the record (the agent syncs its hints with its snapshot before every
+///   batch, `Engine::sync_idle_core_hints`);
+/// - LLC `nr_idle_scan`: SIS_UTIL's depth as load balancing last stored it → none: the engine
+///   estimates it from the CPUs' `util` at the wake-up, as it does in the agent (which cannot
+///   read the kernel's).
+///
+/// The kernel's, because the agent's value comes from its history and no single record
+/// holds it: CPU `util` (the agent's own 32 ms average of its tasks' running time, and the
+///   depth SIS_UTIL derives from it), `avg_idle_ns` (its own average of the idle periods BPF
+///   reports), `idle_exit_ns` (not recorded; SIS_PROP's `wake_avg_idle` of v5.14-v6.6 reads
+///   it), `nr_delayed` (its own emulation of delayed dequeue), `idle`, `nr_running` and
+///   `ttwu_pending` (BPF's reading, a batch later, with the agent's own corrections for its
+///   CPU, its decisions in flight and CPUs freed after the wake-up was selected); the LLC's
+///   `avg_scan_cost_ns` (the engine's emulated cost of its own past scans); the wakee's and
+///   the waker's `recent_used_cpu`, `wakee_flips`, `last_wakee` and `wakee_flip_decay_ts`
+///   (kept by the same rules, from the agent's own placements and in a table that forgets);
+///   the wake-up's flags, context and CPUs, and the waker's `is_per_cpu_kthread` (the same
+///   facts, from BPF).
+///
+/// Where a record will carry the agent's own estimate of a field (the state estimator that
+/// `oracle record` is to run beside the kernel), that estimate belongs here in place of the
+/// stand-in.  CPU states that do not resolve on `topo` are left as they are, for the replay to
+/// report.
+pub fn live_view(mut rec: TraceRecord, topo: &Topology) -> TraceRecord {
+    if let Ok(cpus) = rec.cpus.resolve(topo.nr_cpus()) {
+        let live: Vec<CpuSnapshot> = cpus.into_iter().map(live_cpu).collect();
+        rec.cpus = CpuStates::from_snapshots(&live);
+    }
+    for llc in rec.llc_state.iter_mut().flatten() {
+        llc.has_idle_cores = None;
+        llc.nr_idle_scan = None;
+    }
+    rec.task.load = NICE_0_LOAD;
+    rec.task.util = 0;
+    rec.task.is_per_cpu_kthread = false;
+    if let Some(w) = rec.wake.waker.as_mut() {
+        w.load = NICE_0_LOAD;
+        w.util = 0;
+        w.allowed = *topo.possible();
+    }
+    rec
+}
+
+/// One CPU as [`live_view`] describes it.
+fn live_cpu(s: CpuSnapshot) -> CpuSnapshot {
+    CpuSnapshot {
+        load: u64::from(s.nr_running.saturating_sub(s.nr_delayed)) * NICE_0_LOAD,
+        capacity: 0,
+        sched_idle_only: false,
+        ..s
+    }
+}
+
+/// `n` of `of` as a share, `-` of nothing.
+pub(crate) fn share(n: usize, of: usize) -> String {
+    if of == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.1}%", 100.0 * n as f64 / of as f64)
+    }
+}
+
+/// A class of records: how many, on how many the engine's CPU is the kernel's, and on how
+/// many prev is (the policy that never moves a task, beside which the engine's figure is
+/// read).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AgainstPrev {
+    pub records: usize,
+    pub engine: usize,
+    pub prev: usize,
+}
+
+impl AgainstPrev {
+    fn add(&mut self, engine: bool, prev: bool) {
+        self.records += 1;
+        self.engine += engine as usize;
+        self.prev += prev as usize;
+    }
+
+    fn merge(&mut self, o: &AgainstPrev) {
+        self.records += o.records;
+        self.engine += o.engine;
+        self.prev += o.prev;
+    }
+}
+
+/// The agreement where it says something: overall, on the wake-ups the kernel kept on prev
+/// (which never moving a task gets right too) and on those it moved, and on forks and
+/// execs (the slow path), each beside never moving the task.  The four classes partition
+/// the records: a record is a fork if it has `WF_FORK`, else an exec if it has `WF_EXEC`,
+/// else a wake-up.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Fidelity {
+    pub all: AgainstPrev,
+    pub wakeups_kept_prev: AgainstPrev,
+    pub wakeups_left_prev: AgainstPrev,
+    pub forks: AgainstPrev,
+    pub execs: AgainstPrev,
+}
+
+impl Fidelity {
+    /// A record of `wake_flags` whose task last ran on `prev`, placed by the kernel on
+    /// `kernel` and by the engine on `engine`.
+    pub fn add(&mut self, wake_flags: u32, prev: usize, kernel: usize, engine: usize) {
+        let (agree, kept) = (engine == kernel, kernel == prev);
+        self.all.add(agree, kept);
+        let class = if wake_flags & WAKE_FORK != 0 {
+            &mut self.forks
+        } else if wake_flags & WAKE_EXEC != 0 {
+            &mut self.execs
+        } else if kept {
+            &mut self.wakeups_kept_prev
+        } else {
+            &mut self.wakeups_left_prev
+        };
+        class.add(agree, kept);
+    }
+
+    pub fn merge(&mut self, o: &Fidelity) {
+        for (a, b) in self.classes_mut().into_iter().zip(o.classes()) {
+            a.1.merge(b.1);
+        }
+    }
+
+    /// Each class with its label in the report.
+    pub fn classes(&self) -> [(&'static str, &AgainstPrev); 5] {
+        [
+            ("all placements", &self.all),
+            ("wake-ups kept on prev", &self.wakeups_kept_prev),
+            ("wake-ups that left prev", &self.wakeups_left_prev),
+            ("forks", &self.forks),
+            ("execs", &self.execs),
+        ]
+    }
+
+    fn classes_mut(&mut self) -> [(&'static str, &mut AgainstPrev); 5] {
+        [
+            ("all placements", &mut self.all),
+            ("wake-ups kept on prev", &mut self.wakeups_kept_prev),
+            ("wake-ups that left prev", &mut self.wakeups_left_prev),
+            ("forks", &mut self.forks),
+            ("execs", &mut self.execs),
+        ]
+    }
+
+    /// One line a class: `  kernel inputs: wake-ups that left prev    1682; engine agrees
+    /// 1634 (97.1%), always prev       0 (-)` (tools/oracle/run parses them).
+    pub fn render(&self, inputs: Inputs, o: &mut String) {
+        for (label, t) in self.classes() {
+            let _ = writeln!(
+                o,
+                "  {} inputs: {label:<23} {:>7}; engine agrees {:>7} ({}), always prev {:>7} ({})",
+                inputs.name(),
+                t.records,
+                t.engine,
+                share(t.engine, t.records),
+                t.prev,
+                share(t.prev, t.records)
+            );
+        }
+    }
+}
+
+/// The presets `--discriminate` replays each record with besides the replay's own: those
+/// of the kernels tools/oracle/run records (`preset_for_release()` of Debian's 5.10, 6.1,
+/// 6.12 and 7.x).  Every preset would replay a record up to thirteen times instead of
+/// three, mostly as kernels no record comes from, and make a report of pairs no one reads.
+pub const DISCRIMINATION_PRESETS: &[&str] = &["v5.10.y", "v6.1.y", "v6.12.y", "mainline"];
+
+/// The replay's preset against another, on the same records: where the two decide
+/// differently, whose CPU the kernel's is.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PresetPair {
+    /// The replay's preset (the records', or `--preset`).
+    pub own: String,
+    pub other: String,
+    /// The two configurations are the same (the presets differ in nothing the engine
+    /// models): no record can tell them apart, and none is replayed twice for it.
+    pub same_policy: bool,
+    /// Records on which the two chose different CPUs.
+    pub differ: usize,
+    /// Of them, those where the kernel's CPU is the replay's preset's, and the other's; the
+    /// rest went to a third CPU.
+    pub own_matches: usize,
+    pub other_matches: usize,
+}
+
+/// Version discrimination: every record replayed again with each of
+/// [`DISCRIMINATION_PRESETS`] (the record's and `--set`'s flags on top, as on the replay's
+/// own), one [`PresetPair`] per pair met.  A figure of agreement that barely moves from one
+/// kernel's preset to another's says little about versions; this says how often, where the
+/// versions' policies decide differently, the recorded kernel's own is the one it followed.
+/// Holds at most one pair per preset a record names and preset of the list, whatever the
+/// number of records.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Discrimination {
+    pub pairs: Vec<PresetPair>,
+    /// The other presets for the policy of the last record: records of one recording share
+    /// their policy.
+    #[serde(skip)]
+    others: Option<OtherPresets>,
+}
+
+/// The presets a record of `policy` is replayed with besides its own.
+#[derive(Clone, Debug)]
+struct OtherPresets {
+    policy: PolicySpec,
+    replays: Vec<OtherPreset>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct OtherPreset {
+    /// Its index in [`Discrimination::pairs`].
+    pair: usize,
+    /// Its configuration, `None` where it is the replay's own (nothing to replay).
+    config: Option<Config>,
+}
+
+impl Discrimination {
+    /// Replays `inputs` (the record `rec`, resolved, which the replay's preset placed on
+    /// `own_cpu`) with each other preset and counts the disagreements.  Errors are a preset
+    /// that the record's or the command line's flags do not apply to.
+    pub fn add(
+        &mut self,
+        rec: &TraceRecord,
+        inputs: &Resolved,
+        own_cpu: usize,
+        cli: &PolicyOverride,
+    ) -> Result<(), String> {
+        let Question::Wakeup { task, wake } = &inputs.question else {
+            return Ok(());
+        };
+        if self.others.as_ref().is_none_or(|o| o.policy != rec.policy) {
+            let replays = self.others_for(rec, inputs.config, cli)?;
+            self.others = Some(OtherPresets {
+                policy: rec.policy.clone(),
+                replays,
+            });
+        }
+        let Some(others) = &self.others else {
+            return Ok(());
+        };
+        for &OtherPreset { pair, config } in &others.replays {
+            let Some(config) = config else {
+                continue;
+            };
+            let mut engine =
+                Engine::new(inputs.topo.clone(), config).map_err(|e| format!("policy: {e}"))?;
+            for (l, s) in inputs.llc.iter().enumerate() {
+                engine.set_llc_state(l, *s);
+            }
+            let (mut t, mut w) = (*task, *wake);
+            let other_cpu = engine.select_cpu(&inputs.cpus, &mut t, &mut w).cpu;
+            if other_cpu != own_cpu {
+                let p = &mut self.pairs[pair];
+                p.differ += 1;
+                p.own_matches += (rec.recorded_cpu == own_cpu) as usize;
+                p.other_matches += (rec.recorded_cpu == other_cpu) as usize;
+            }
+        }
+        Ok(())
+    }
+
+    /// For records of `rec`'s policy, replayed with `own` (`cli` applied): each other preset,
+    /// its pair made where it is new.
+    fn others_for(
+        &mut self,
+        rec: &TraceRecord,
+        own: Config,
+        cli: &PolicyOverride,
+    ) -> Result<Vec<OtherPreset>, String> {
+        let own_name = cli.preset.as_deref().unwrap_or(&rec.policy.preset).trim();
+        let mut v = Vec::new();
+        for &other in DISCRIMINATION_PRESETS.iter().filter(|&&p| p != own_name) {
+            let with_other = PolicyOverride {
+                preset: Some(other.to_string()),
+                set: cli.set.clone(),
+            };
+            let config = resolve_policy(&rec.policy, &with_other)
+                .map_err(|e| format!("--discriminate with preset {other}: {e}"))?;
+            let pair = self.pair_index(own_name, other);
+            let same = config == own;
+            self.pairs[pair].same_policy = same;
+            v.push(OtherPreset {
+                pair,
+                config: (!same).then_some(config),
+            });
+        }
+        Ok(v)
+    }
+
+    fn pair_index(&mut self, own: &str, other: &str) -> usize {
+        match self
+            .pairs
+            .iter()
+            .position(|p| p.own == own && p.other == other)
+        {
+            Some(i) => i,
+            None => {
+                self.pairs.push(PresetPair {
+                    own: own.to_string(),
+                    other: other.to_string(),
+                    ..PresetPair::default()
+                });
+                self.pairs.len() - 1
+            }
+        }
+    }
+
+    pub fn merge(&mut self, o: &Discrimination) {
+        for p in &o.pairs {
+            let i = self.pair_index(&p.own, &p.other);
+            let q = &mut self.pairs[i];
+            q.same_policy = p.same_policy;
+            q.differ += p.differ;
+            q.own_matches += p.own_matches;
+            q.other_matches += p.other_matches;
+        }
+    }
+
+    /// One line a pair, in the order of the presets' names: `  kernel inputs: preset v6.1.y
+    /// against v5.10.y: 595 records decide differently; the kernel's CPU is v6.1.y's in 594
+    /// (99.8%), v5.10.y's in 1, another in 0` (tools/oracle/run parses them).
+    pub fn render(&self, inputs: Inputs, o: &mut String) {
+        let mut pairs: Vec<&PresetPair> = self.pairs.iter().collect();
+        pairs.sort_by(|a, b| (&a.own, &a.other).cmp(&(&b.own, &b.other)));
+        for p in pairs {
+            let _ = writeln!(
+                o,
+                "  {} inputs: preset {} against {}: {} records decide differently; the kernel's \
+                 CPU is {}'s in {} ({}), {}'s in {}, another in {}{}",
+                inputs.name(),
+                p.own,
+                p.other,
+                p.differ,
+                p.own,
+                p.own_matches,
+                share(p.own_matches, p.differ),
+                p.other,
+                p.other_matches,
+                p.differ - p.own_matches - p.other_matches,
+                if p.same_policy {
+                    " (the same policy)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+}

@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""Tests of the oracle lab's host side without a VM: the parser of the guest's output (both
+replays of a workload, kernel and live inputs, told apart by their ORACLE-COMPARE lines), the
+tables of docs/oracle.md and the checks, on made-up guest output; and, where a built
+scx_wakelab is found, that the parser's patterns match what `oracle compare` prints.
+Ends with "N passed, N failed" for tools/test."""
+import contextlib
+import importlib.machinery
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+
+def load_run():
+    loader = importlib.machinery.SourceFileLoader("oracle_run", str(HERE / "run"))
+    spec = importlib.util.spec_from_loader("oracle_run", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+run = load_run()
+
+
+def compare_output(inputs, agree, records, classes, pairs=(), race=True):
+    """What `oracle compare --inputs INPUTS` prints for one file, in the format of
+    src/oracle (FileComparison::render); classes: {label: (records, engine, prev)};
+    pairs: [(own, other, differ, own's, other's, same policy)]."""
+    def pct(n, of):
+        return f"{100 * n / of:.1f}%" if of else "-"
+    out = [f"/tmp/oracle-w.jsonl: preset mainline, {inputs} inputs: {agree} of {records} agree "
+           f"({pct(agree, records)})"]
+    for label, (n, e, p) in classes.items():
+        out.append(f"  {inputs} inputs: {label:<23} {n:>7}; engine agrees {e:>7} ({pct(e, n)}), "
+                   f"always prev {p:>7} ({pct(p, n)})")
+    for own, other, n, o, t, same in pairs:
+        out.append(f"  {inputs} inputs: preset {own} against {other}: {n} records decide differently; "
+                   f"the kernel's CPU is {own}'s in {o} ({pct(o, n)}), {other}'s in {t}, another in "
+                   f"{n - o - t}" + (" (the same policy)" if same else ""))
+    out += ["  per kind: records, agree, share",
+            "    wake-up                                         1571    1565   99.6%"]
+    if race:
+        out.append("  race: a CPU changed during the kernel's decision in 10 of 100 records; agreement "
+                   "90.0% there, 95.0% in the other 90; of 6 disagreements, 2 on a CPU that changed")
+    out += ["  seeds (cases; kernel, engine on the same records):",
+            "    seed 4: to recent_used_cpu (not prev, not waker's)          40; kernel       3 (7.5%), "
+            f"engine       {3 if inputs == 'kernel' else 9} ({'7.5' if inputs == 'kernel' else '22.5'}%)",
+            f"agreement: {agree} of {records} ({pct(agree, records)})"]
+    return out
+
+
+def classes(all_, kept, left, forks, execs):
+    return {"all placements": all_, "wake-ups kept on prev": kept, "wake-ups that left prev": left,
+            "forks": forks, "execs": execs}
+
+
+KERNEL = classes((100, 95, 80), (78, 77, 78), (20, 17, 0), (2, 1, 2), (0, 0, 0))
+LIVE = classes((100, 88, 80), (78, 74, 78), (20, 13, 0), (2, 1, 2), (0, 0, 0))
+PAIRS_K = [("mainline", "v5.10.y", 12, 11, 1, False), ("mainline", "v6.12.y", 0, 0, 0, True)]
+PAIRS_L = [("mainline", "v5.10.y", 10, 7, 2, False), ("mainline", "v6.12.y", 0, 0, 0, True)]
+
+
+def guest_output(workloads=("hackbench-pipes", "tbench")):
+    out = ["ORACLE-KERNEL 7.2.13+deb14-amd64",
+           "ORACLE-NOBTF rc=2 lines=1 error: no BTF"]
+    for w in workloads:
+        out += [f"ORACLE-BEGIN {w} record-rc=0", "  record: 100 placements written",
+                "ORACLE-COMPARE inputs=kernel"]
+        out += compare_output("kernel", 95, 100, KERNEL, PAIRS_K)
+        out += ["ORACLE-COMPARE inputs=live"]
+        out += compare_output("live", 88, 100, LIVE, PAIRS_L, race=False)
+        out += [f"ORACLE-END {w}"]
+    return "\n".join(out) + "\n"
+
+
+class Parse(unittest.TestCase):
+    def test_both_replays_are_told_apart(self):
+        release, res, nobtf = run.parse(guest_output())
+        self.assertEqual(release, "7.2.13+deb14-amd64")
+        self.assertEqual(nobtf[:2], (2, 1))
+        r = res["tbench"]
+        # The headline and the CI check stay the kernel inputs', though the live replay's
+        # agreement line comes last.
+        self.assertEqual((r["agree"], r["records"]), (95, 100))
+        self.assertEqual((r["inputs"]["live"]["agree"], r["inputs"]["live"]["records"]), (88, 100))
+        self.assertEqual(r["inputs"]["kernel"]["classes"]["wake-ups that left prev"], (20, 17, 0))
+        self.assertEqual(r["inputs"]["live"]["classes"]["wake-ups that left prev"], (20, 13, 0))
+        self.assertEqual(r["inputs"]["live"]["classes"]["forks"], (2, 1, 2))
+        self.assertEqual(r["inputs"]["kernel"]["pairs"][("mainline", "v5.10.y")], (12, 11, 1, 0, False))
+        self.assertEqual(r["inputs"]["live"]["pairs"][("mainline", "v5.10.y")], (10, 7, 2, 1, False))
+        self.assertEqual(r["inputs"]["live"]["pairs"][("mainline", "v6.12.y")], (0, 0, 0, 0, True))
+        # Race and seeds are the kernel inputs' (the live replay's seed line differs).
+        self.assertEqual(r["race"], (10, 100, 6, 2))
+        self.assertEqual(r["seeds"][4], (40, 3, 3))
+        self.assertIn("# oracle compare --inputs live", r["text"])
+
+    def test_a_replay_without_its_marker_is_the_kernel_inputs(self):
+        out = "\n".join(["ORACLE-BEGIN sched-pipe record-rc=0"]
+                        + compare_output("kernel", 9, 10, KERNEL) + ["ORACLE-END sched-pipe"])
+        _, res, _ = run.parse(out)
+        r = res["sched-pipe"]
+        self.assertEqual((r["agree"], r["records"]), (9, 10))
+        self.assertNotIn("live", r["inputs"])
+        self.assertEqual(r["inputs"]["kernel"]["classes"]["execs"], (0, 0, 0))
+
+
+class Tables(unittest.TestCase):
+    def results(self):
+        release, res, _ = run.parse(guest_output())
+        return {"sid": (release, res)}
+
+    def test_agreement_stands_beside_always_prev(self):
+        t = run.table(self.results())
+        self.assertIn("| 7.2.13+deb14-amd64 | tbench | 100 | 95 (95.0%) | 88 (88.0%) | 80 (80.0%) |", t)
+        # The kernel's workloads summed.
+        self.assertIn("| 7.2.13+deb14-amd64 | all | 200 | 190 (95.0%) | 176 (88.0%) | 160 (80.0%) |", t)
+
+    def test_left_prev_and_fork_exec_tables(self):
+        t = run.left_prev_table(self.results())
+        self.assertIn("| 7.2.13+deb14-amd64 | all | 40 | 34 (85.0%) | 26 (65.0%) |", t)
+        t = run.fork_exec_table(self.results())
+        self.assertIn("| 7.2.13+deb14-amd64 | tbench | 2 | 1 (50.0%) | 1 (50.0%) | 2 (100.0%) "
+                      "| 0 | n/a | n/a | n/a |", t)
+
+    def test_discrimination_sums_a_kernels_workloads(self):
+        t = run.discrimination_table(self.results())
+        self.assertIn("| 7.2.13+deb14-amd64 | mainline | v5.10.y | 24 | 22 (91.7%) | 2 (8.3%) "
+                      "| 20 | 14 (70.0%) | 4 (20.0%) |", t)
+        self.assertIn("| mainline | v6.12.y | the same policy | - | - | the same policy | - | - |", t)
+        # Without --discriminate (the quick profile) there is no table at all.
+        out = guest_output().replace("against", "versus")
+        self.assertEqual(run.discrimination_table({"sid": run.parse(out)[:2]}), "")
+
+    def test_an_output_without_classes_keeps_its_agreement(self):
+        out = "\n".join(["ORACLE-BEGIN lat-ctx record-rc=0", "agreement: 5 of 10 (50.0%)",
+                         "ORACLE-END lat-ctx"])
+        t = run.table({"sid": run.parse(out)[:2]})
+        self.assertIn("| lat-ctx | 10 | 5 (50.0%) | n/a | n/a |", t)
+
+
+class LiveCheck(unittest.TestCase):
+    def test_passes_when_every_workload_was_replayed_both_ways(self):
+        _, res, _ = run.parse(guest_output())
+        ok, why = run.live_check(res, ["hackbench-pipes", "tbench"])
+        self.assertTrue(ok, why)
+        self.assertEqual(why, "200 placements: kernel inputs 190 (95.0%), live inputs 176 (88.0%), "
+                              "always prev 160 (80.0%)")
+
+    def test_fails_without_a_live_replay_or_over_other_placements(self):
+        out = guest_output()
+        _, res, _ = run.parse(out.replace("ORACLE-COMPARE inputs=live\n", "", 1))
+        # The first workload's live lines now count as its kernel replay's: no live replay.
+        ok, why = run.live_check(res, ["hackbench-pipes", "tbench"])
+        self.assertFalse(ok)
+        self.assertIn("hackbench-pipes", why)
+        _, res, _ = run.parse(out.replace("agreement: 88 of 100", "agreement: 88 of 99"))
+        ok, why = run.live_check(res, ["hackbench-pipes", "tbench"])
+        self.assertFalse(ok)
+        ok, why = run.live_check(run.parse(guest_output(("tbench",)))[1], ["tbench", "lat-ctx"])
+        self.assertFalse(ok)
+        self.assertIn("lat-ctx", why)
+
+
+class Main(unittest.TestCase):
+    """The whole host side, with the VM replaced by made-up guest output."""
+
+    def run_main(self, *argv):
+        asked = []
+
+        def guest_run(kernel, workloads, secs, binary, log, discriminate=False):
+            asked.append(discriminate)
+            return 0, guest_output(), ["wakelab-vm"]
+        out = io.StringIO()
+        saved = run.guest_run, run.MIN_RECORDS, os.environ.get("WAKELAB_CACHE")
+        with tempfile.TemporaryDirectory() as d:
+            os.environ["WAKELAB_CACHE"] = d
+            # 200 made-up placements a kernel.
+            run.guest_run, run.MIN_RECORDS = guest_run, 100
+            doc = Path(d) / "oracle.md"
+            quick = "--quick" in argv
+            try:
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                    rc = run.main([*argv, "--binary", sys.executable] + ([] if quick else ["--out", str(doc)]))
+                doc = "" if quick else doc.read_text()
+            finally:
+                run.guest_run, run.MIN_RECORDS = saved[:2]
+                if saved[2] is None:
+                    os.environ.pop("WAKELAB_CACHE")
+                else:
+                    os.environ["WAKELAB_CACHE"] = saved[2]
+        return rc, out.getvalue(), doc, asked
+
+    def test_the_full_profile_discriminates_and_writes_every_table(self):
+        rc, out, doc, asked = self.run_main("--kernels", "sid", "--workloads", "hackbench-pipes,tbench")
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(asked, [True])
+        self.assertIn("CHECK PASS oracle_live_inputs_sid 7.2.13+deb14-amd64: 200 placements: kernel "
+                      "inputs 190 (95.0%), live inputs 176 (88.0%), always prev 160 (80.0%)", out)
+        for heading in ("## Wake-ups that left prev", "## Forks and execs", "## Version discrimination",
+                        "| kernel | workload | placements | kernel inputs | live inputs | always prev |"):
+            self.assertIn(heading, doc)
+
+    def test_the_quick_profile_does_not_discriminate(self):
+        rc, out, _doc, asked = self.run_main("--quick", "--kernels", "sid",
+                                             "--workloads", "hackbench-pipes,tbench")
+        self.assertEqual((rc, asked), (0, [False]), out)
+        self.assertNotIn("oracle_left_prev", out)
+
+    def test_the_full_profile_counts_the_wake_ups_that_left_prev(self):
+        rc, out, _doc, _asked = self.run_main("--kernels", "sid")
+        self.assertEqual(rc, 1)
+        self.assertIn("CHECK FAIL oracle_left_prev_sid 7.2.13+deb14-amd64: 40 wake-ups that left prev "
+                      "(needs >= 3000)", out)
+
+
+def binary():
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target")
+    for name in ("scx_wakelab-offline", "scx_wakelab"):
+        p = target / "release" / name
+        if p.is_file():
+            return p
+    return None
+
+
+# A trace record as bad-input's (tools/bad-input TRACE_RECORD): a sync wake-up on 4 CPUs.
+RECORD = {"seq": 0, "topology": {"shape": "1x1x4x1"}, "policy": {"preset": "mainline"},
+          "cpus": ["busy", "busy", "idle", "busy"], "task": {"pid": 7, "prev_cpu": 0},
+          "wake": {"waker_cpu": 1, "sync": True}, "recorded_cpu": 0}
+
+
+@unittest.skipUnless(binary(), "no built scx_wakelab (cargo build --release)")
+class AgainstTheBinary(unittest.TestCase):
+    def test_the_patterns_match_what_oracle_compare_prints(self):
+        with tempfile.TemporaryDirectory() as d:
+            f = Path(d) / "t.jsonl"
+            f.write_text("\n".join(json.dumps(dict(RECORD, seq=i, recorded_cpu=c))
+                                   for i, c in enumerate((0, 1, 2))) + "\n")
+            lines = ["ORACLE-BEGIN w record-rc=0"]
+            for inputs in run.INPUTS:
+                p = subprocess.run([str(binary()), "oracle", "compare", "--inputs", inputs,
+                                    "--discriminate", str(f)], capture_output=True, text=True)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                lines += [f"ORACLE-COMPARE inputs={inputs}"] + p.stdout.splitlines()
+            _, res, _ = run.parse("\n".join(lines + ["ORACLE-END w"]))
+        r = res["w"]
+        for inputs in run.INPUTS:
+            mine = r["inputs"][inputs]
+            self.assertEqual(mine["records"], 3)
+            self.assertEqual(sorted(mine["classes"]), sorted(KERNEL))
+            self.assertEqual(mine["classes"]["all placements"][0], 3)
+            # prev is CPU 0: the first record's kernel kept it.
+            self.assertEqual(mine["classes"]["wake-ups kept on prev"][::2], (1, 1))
+            self.assertEqual(sorted(mine["pairs"]), [("mainline", p) for p in ("v5.10.y", "v6.1.y", "v6.12.y")])
+            self.assertTrue(mine["pairs"][("mainline", "v6.12.y")][4])
+
+
+if __name__ == "__main__":
+    result = unittest.TextTestRunner(stream=io.StringIO() if "-q" in sys.argv else sys.stderr, verbosity=1).run(
+        unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__]))
+    failed = len(result.failures) + len(result.errors)
+    for t, tb in result.failures + result.errors:
+        print(f"FAIL {t.id()}\n{tb}")
+    print(f"{result.testsRun - failed} passed, {failed} failed")
+    sys.exit(0 if failed == 0 and result.testsRun else 1)
