@@ -106,6 +106,14 @@ impl Shared {
 /// callgrind file: one per measured batch).
 #[inline(never)]
 fn decide(p: &mut Placer, sh: &mut Shared, b: &Batch, out: &mut Vec<usize>) {
+    batch(p, sh, b, out);
+}
+
+/// The batch itself, inlined into `decide` and into the uncounted warm-up
+/// alike: a warm-up that called `decide`, or a function of its own the
+/// compiler could merge with it, would be counted by callgrind too.
+#[inline(always)]
+fn batch(p: &mut Placer, sh: &mut Shared, b: &Batch, out: &mut Vec<usize>) {
     read_cpus(&sh.bss, &mut sh.readings);
     p.begin_batch(&sh.readings, b.now_ns);
     for s in &b.sleeps {
@@ -479,16 +487,7 @@ fn decision_cost() {
                 decide(&mut p, &mut sh, &b, &mut out);
                 batches += 1;
             } else {
-                // Not through a function of its own: the compiler would merge
-                // it with `decide`, and callgrind count the warm-up too.
-                read_cpus(&sh.bss, &mut sh.readings);
-                p.begin_batch(&sh.readings, b.now_ns);
-                for s in &b.sleeps {
-                    p.on_sleep(s);
-                }
-                for w in &b.wakeups {
-                    out.push(p.place(w).cpu);
-                }
+                batch(&mut p, &mut sh, &b, &mut out);
             }
             assert_allowed(&load_name, &online, &b, &out);
             work.placed(&b, &out);
