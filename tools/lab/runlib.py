@@ -30,6 +30,21 @@ class Fail(Exception):
     """A failure the tool reports as one line on stderr."""
 
 
+def run_unittests(module):
+    """Run a test module's unittest cases, quietly with -q; print a FAIL block per
+    failure and the line "N passed, N failed". The exit status: 0 only when some
+    test ran and none failed."""
+    import io
+    import unittest
+    result = unittest.TextTestRunner(stream=io.StringIO() if "-q" in sys.argv else sys.stderr, verbosity=1).run(
+        unittest.defaultTestLoader.loadTestsFromModule(module))
+    failed = len(result.failures) + len(result.errors)
+    for t, tb in result.failures + result.errors:
+        print(f"FAIL {t.id()}\n{tb}")
+    print(f"{result.testsRun - failed} passed, {failed} failed")
+    return 0 if failed == 0 and result.testsRun else 1
+
+
 def say(msg):
     print(f"{TOOL}: {msg}", file=sys.stderr, flush=True)
 

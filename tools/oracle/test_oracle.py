@@ -264,10 +264,4 @@ class AgainstTheBinary(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    result = unittest.TextTestRunner(stream=io.StringIO() if "-q" in sys.argv else sys.stderr, verbosity=1).run(
-        unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__]))
-    failed = len(result.failures) + len(result.errors)
-    for t, tb in result.failures + result.errors:
-        print(f"FAIL {t.id()}\n{tb}")
-    print(f"{result.testsRun - failed} passed, {failed} failed")
-    sys.exit(0 if failed == 0 and result.testsRun else 1)
+    sys.exit(run.runlib.run_unittests(sys.modules[__name__]))
