@@ -412,15 +412,33 @@ fn env(key: &str, default: &str) -> String {
 /// One measurement as the WAKELAB_COST_* variables choose it: the load, the
 /// machine, the preset, `n` wake-ups, and what runs it.
 struct Measured {
-    load_name: String,
-    preset: String,
-    n: usize,
-    per_batch: Option<usize>,
-    nr: usize,
+    run: Run,
     online: CpuSet,
     p: Placer,
     sh: Shared,
     work: Box<dyn Load>,
+}
+
+/// What a measured run is, as its result line names it.
+struct Run {
+    load_name: String,
+    preset: String,
+    /// Wake-ups measured (decision_cost) or warmed up with (decision_rate).
+    n: usize,
+    per_batch: Option<usize>,
+    nr: usize,
+}
+
+impl Run {
+    fn label(&self) -> String {
+        format!(
+            "load={} batch={} cpus={} preset={}",
+            self.load_name,
+            batch_label(&self.load_name, self.per_batch),
+            self.nr,
+            self.preset
+        )
+    }
 }
 
 /// Every decision of batch `b` is an online CPU its task may run on.
@@ -447,11 +465,13 @@ fn measured_from_env() -> Measured {
     let p = placer(topo, &preset);
     let work = load(&load_name, nr, per_batch);
     Measured {
-        load_name,
-        preset,
-        n,
-        per_batch,
-        nr,
+        run: Run {
+            load_name,
+            preset,
+            n,
+            per_batch,
+            nr,
+        },
         online,
         p,
         sh: Shared::new(nr),
@@ -462,11 +482,7 @@ fn measured_from_env() -> Measured {
 #[test]
 fn decision_cost() {
     let Measured {
-        load_name,
-        preset,
-        n,
-        per_batch,
-        nr,
+        run,
         online,
         mut p,
         mut sh,
@@ -479,7 +495,7 @@ fn decision_cost() {
     // the utilisation averages settled, the generator's tasks spread.
     for measured in [false, true] {
         let mut done = 0;
-        while done < n {
+        while done < run.n {
             let b = work.next();
             out.clear();
             sh.publish(&b);
@@ -489,7 +505,7 @@ fn decision_cost() {
             } else {
                 batch(&mut p, &mut sh, &b, &mut out);
             }
-            assert_allowed(&load_name, &online, &b, &out);
+            assert_allowed(&run.load_name, &online, &b, &out);
             work.placed(&b, &out);
             done += out.len();
             for &c in &out {
@@ -501,8 +517,8 @@ fn decision_cost() {
         }
     }
     println!(
-        "decision_cost load={load_name} batch={} cpus={nr} preset={preset} batches={batches} decisions={decisions} cpus_hash={:016x}",
-        batch_label(&load_name, per_batch),
+        "decision_cost {} batches={batches} decisions={decisions} cpus_hash={:016x}",
+        run.label(),
         fnv.finish()
     );
 }
@@ -615,16 +631,13 @@ fn clock_pair_ns() -> u64 {
 #[test]
 fn decision_rate() {
     let Measured {
-        load_name,
-        preset,
-        n: warm_up,
-        per_batch,
-        nr,
+        run,
         online,
         mut p,
         mut sh,
         mut work,
     } = measured_from_env();
+    let (warm_up, nr) = (run.n, run.nr);
     let target = Duration::from_millis(
         env("WAKELAB_RATE_MS", "20")
             .parse()
@@ -651,7 +664,7 @@ fn decision_rate() {
         out.clear();
         out.extend(keeps.decisions.iter().map(|d| d.cpu.expect("a CPU")));
         assert_eq!(out.len(), b.wakeups.len());
-        assert_allowed(&load_name, &online, &b, &out);
+        assert_allowed(&run.load_name, &online, &b, &out);
         work.placed(&b, &out);
         if done >= warm_up {
             timed += spent;
@@ -663,8 +676,8 @@ fn decision_rate() {
     assert_eq!(keeps.local.nr_decisions, done as u64);
     let ns = timed.as_nanos() as u64;
     println!(
-        "decision_rate load={load_name} batch={} cpus={nr} preset={preset} batches={batches} decisions={decisions} ns={ns} ns_per_decision={} decisions_per_s={} clock_pair_ns={}",
-        batch_label(&load_name, per_batch),
+        "decision_rate {} batches={batches} decisions={decisions} ns={ns} ns_per_decision={} decisions_per_s={} clock_pair_ns={}",
+        run.label(),
         ns / decisions as u64,
         decisions as u128 * 1_000_000_000 / ns.max(1) as u128,
         clock_pair_ns()
