@@ -336,32 +336,21 @@ mod tests {
 /// What the limits let a document take of the fixed heap, measured in its blocks
 /// (`policy::tests_alloc`): the documents below are the costliest shapes at the limits.
 #[cfg(test)]
+#[path = "../tests/common/limit_docs.rs"]
+mod limit_docs;
+
+#[cfg(test)]
 mod heap_tests {
+    use super::limit_docs::{NEWIDLE, WAKE, list, with};
     use super::*;
     use crate::explain::{PolicyOverride, Scenario, parse_json_object};
     use crate::policy::TraceRecord;
     use crate::policy::tests_alloc::peak_fixed_heap_bytes;
     use std::path::Path;
 
-    const SCENARIO: &str = r#"{"topology": {"shape": "1x1x4x2"},
-        "policy": {"preset": "mainline", "set": {"wa_bias": true}},
-        "cpus": {"default": "busy", "overrides": {"5": "idle"}},
-        "task": {"pid": 100, "prev_cpu": 1}, "wake": {"waker_cpu": 2}}"#;
-    const NEWIDLE: &str = r#"{"topology": {"shape": "1x1x4x1"},
-        "cpus": ["idle", "busy:3", "busy", "busy"], "newidle": {"cpu": 0}}"#;
     const RECORD: &str = r#"{"topology": {"shape": "1x1x4x1"}, "policy": {"preset": "mainline"},
         "cpus": ["busy", "busy", "idle", "busy"], "task": {"pid": 7, "prev_cpu": 0},
         "wake": {"waker_cpu": 1, "sync": true}, "recorded_cpu": 0}"#;
-
-    /// `base` with `from` replaced by `to` (which must occur in it).
-    fn with(base: &str, from: &str, to: &str) -> String {
-        assert!(base.contains(from), "{from}");
-        base.replacen(from, to, 1)
-    }
-
-    fn list(n: usize, item: &str) -> String {
-        format!("[{}]", vec![item; n].join(","))
-    }
 
     /// Arrays of `item` (`values_each` values apiece) filling `values` values, each array
     /// within MAX_ARRAY_LEN.
@@ -386,7 +375,7 @@ mod heap_tests {
     fn documents() -> Vec<(&'static str, bool, String)> {
         // Room for the rest of the document, then the flag value fills the limit.
         let flag =
-            |item: &str, each: usize| with(SCENARIO, "true", &filled(MAX_VALUES - 40, item, each));
+            |item: &str, each: usize| with(WAKE, "true", &filled(MAX_VALUES - 40, item, each));
         let members = |n: usize, key: &dyn Fn(usize) -> String, value: &str| {
             let m: Vec<String> = (0..n).map(|i| format!("{}:{value}", key(i))).collect();
             format!("{{{}}}", m.join(","))
@@ -410,7 +399,7 @@ mod heap_tests {
                 "flag value: one object of escaped keys",
                 false,
                 with(
-                    SCENARIO,
+                    WAKE,
                     "true",
                     &members(
                         MAX_OBJECT_MEMBERS,
@@ -423,7 +412,7 @@ mod heap_tests {
                 "policy.set: keys",
                 false,
                 with(
-                    SCENARIO,
+                    WAKE,
                     r#"{"wa_bias": true}"#,
                     &objects_of(MAX_OBJECT_MEMBERS),
                 ),
@@ -432,7 +421,7 @@ mod heap_tests {
                 "cpus: a list of empty states",
                 false,
                 with(
-                    SCENARIO,
+                    WAKE,
                     r#"{"default": "busy", "overrides": {"5": "idle"}}"#,
                     &list(MAX_ARRAY_LEN, "{}"),
                 ),
@@ -440,7 +429,7 @@ mod heap_tests {
             (
                 "cpus.overrides: the most overrides",
                 false,
-                with(SCENARIO, r#"{"5": "idle"}"#, &overrides),
+                with(WAKE, r#"{"5": "idle"}"#, &overrides),
             ),
             (
                 "newidle.candidates",
@@ -458,7 +447,7 @@ mod heap_tests {
                 "expect.rules",
                 false,
                 with(
-                    SCENARIO,
+                    WAKE,
                     r#""task""#,
                     &format!(
                         r#""expect": {{"rules": {}}}, "task""#,

@@ -13,6 +13,9 @@ use scx_wakelab::policy::MAX_OVERRIDES;
 
 mod common;
 use common::assert_one_line_error;
+#[path = "common/limit_docs.rs"]
+mod limit_docs;
+use limit_docs::{NEWIDLE, WAKE, list, with};
 
 /// One command at a time: a file being written while another thread forks can be held
 /// open by the child until it execs, and exec() of it then fails (ETXTBSY).
@@ -81,23 +84,6 @@ fn at_and_past(name: &str, at: &str, at_code: i32, at_needle: &str, past: &str, 
     for (_heap, out) in both(&["explain", &past_file]) {
         assert_one_line_error(&out, 2, past_needle);
     }
-}
-
-const WAKE: &str = r#"{"topology": {"shape": "1x1x4x2"},
-    "policy": {"preset": "mainline", "set": {"wa_bias": true}},
-    "cpus": {"default": "busy", "overrides": {"5": "idle"}},
-    "task": {"pid": 100, "prev_cpu": 1}, "wake": {"waker_cpu": 2}}"#;
-
-const NEWIDLE: &str = r#"{"topology": {"shape": "1x1x4x1"},
-    "cpus": ["idle", "busy:3", "busy", "busy"], "newidle": {"cpu": 0}}"#;
-
-fn with(base: &str, from: &str, to: &str) -> String {
-    assert!(base.contains(from), "{from}");
-    base.replacen(from, to, 1)
-}
-
-fn list(n: usize, item: &str) -> String {
-    format!("[{}]", vec![item; n].join(","))
 }
 
 #[test]
