@@ -380,6 +380,10 @@ mod heap_tests {
             let m: Vec<String> = (0..n).map(|i| format!("{}:{value}", key(i))).collect();
             format!("{{{}}}", m.join(","))
         };
+        // `base` with `insert` placed before `anchor`, one of its members.
+        let before = |base: &str, anchor: &str, insert: String| {
+            with(base, anchor, &format!("{insert}, {anchor}"))
+        };
         let objects_of = |n: usize| members(n, &|i| format!("\"k{i}\""), "0");
         let overrides = members(
             crate::policy::MAX_OVERRIDES,
@@ -446,11 +450,11 @@ mod heap_tests {
             (
                 "expect.rules",
                 false,
-                with(
+                before(
                     WAKE,
                     r#""task""#,
-                    &format!(
-                        r#""expect": {{"rules": {}}}, "task""#,
+                    format!(
+                        r#""expect": {{"rules": {}}}"#,
                         list(MAX_ARRAY_LEN, r#""\u0041""#)
                     ),
                 ),
@@ -458,11 +462,11 @@ mod heap_tests {
             (
                 "trace: recorded_chain",
                 true,
-                with(
+                before(
                     RECORD,
                     r#""recorded_cpu""#,
-                    &format!(
-                        r#""recorded_chain": {}, "recorded_cpu""#,
+                    format!(
+                        r#""recorded_chain": {}"#,
                         list(MAX_ARRAY_LEN, r#""\u0041""#)
                     ),
                 ),
@@ -470,11 +474,11 @@ mod heap_tests {
             (
                 "trace: llc_state and changed_cpus",
                 true,
-                with(
+                before(
                     RECORD,
                     r#""recorded_cpu""#,
-                    &format!(
-                        r#""llc_state": {}, "changed_cpus": {}, "recorded_cpu""#,
+                    format!(
+                        r#""llc_state": {}, "changed_cpus": {}"#,
                         list(MAX_ARRAY_LEN, r#"{"llc":0}"#),
                         list(MAX_ARRAY_LEN, "0")
                     ),
