@@ -413,7 +413,6 @@ fn env(key: &str, default: &str) -> String {
 /// machine, the preset, `n` wake-ups, and what runs it.
 struct Measured {
     run: Run,
-    online: CpuSet,
     p: Placer,
     sh: Shared,
     work: Box<dyn Load>,
@@ -427,6 +426,7 @@ struct Run {
     n: usize,
     per_batch: Option<usize>,
     nr: usize,
+    online: CpuSet,
 }
 
 impl Run {
@@ -471,8 +471,8 @@ fn measured_from_env() -> Measured {
             n,
             per_batch,
             nr,
+            online,
         },
-        online,
         p,
         sh: Shared::new(nr),
         work,
@@ -483,7 +483,6 @@ fn measured_from_env() -> Measured {
 fn decision_cost() {
     let Measured {
         run,
-        online,
         mut p,
         mut sh,
         mut work,
@@ -505,7 +504,7 @@ fn decision_cost() {
             } else {
                 batch(&mut p, &mut sh, &b, &mut out);
             }
-            assert_allowed(&run.load_name, &online, &b, &out);
+            assert_allowed(&run.load_name, &run.online, &b, &out);
             work.placed(&b, &out);
             done += out.len();
             for &c in &out {
@@ -630,14 +629,8 @@ fn clock_pair_ns() -> u64 {
 /// `tools/bench/decision-rate` runs it in a release build.
 #[test]
 fn decision_rate() {
-    let Measured {
-        run,
-        online,
-        mut p,
-        mut sh,
-        mut work,
-    } = measured_from_env();
-    let (warm_up, nr) = (run.n, run.nr);
+    let mut m = measured_from_env();
+    let (warm_up, nr) = (m.run.n, m.run.nr);
     let target = Duration::from_millis(
         env("WAKELAB_RATE_MS", "20")
             .parse()
@@ -648,9 +641,9 @@ fn decision_rate() {
     let mut out = Vec::new();
     let (mut timed, mut done, mut batches, mut decisions) = (Duration::ZERO, 0, 0, 0);
     while done < warm_up || timed < target {
-        let b = work.next();
+        let b = m.work.next();
         // BPF's part: the CPU states and the messages, as it leaves them.
-        sh.publish(&b);
+        m.sh.publish(&b);
         records.clear();
         records.extend(b.sleeps.iter().map(|s| record(&Message::Sleep(*s), nr)));
         records.extend(
@@ -659,13 +652,13 @@ fn decision_rate() {
                 .map(|w| record(&Message::Wakeup(w.clone()), nr)),
         );
         let t = Instant::now();
-        agent_batch(&mut p, &mut sh, &records, &mut keeps);
+        agent_batch(&mut m.p, &mut m.sh, &records, &mut keeps);
         let spent = t.elapsed();
         out.clear();
         out.extend(keeps.decisions.iter().map(|d| d.cpu.expect("a CPU")));
         assert_eq!(out.len(), b.wakeups.len());
-        assert_allowed(&run.load_name, &online, &b, &out);
-        work.placed(&b, &out);
+        assert_allowed(&m.run.load_name, &m.run.online, &b, &out);
+        m.work.placed(&b, &out);
         if done >= warm_up {
             timed += spent;
             batches += 1;
@@ -677,7 +670,7 @@ fn decision_rate() {
     let ns = timed.as_nanos() as u64;
     println!(
         "decision_rate {} batches={batches} decisions={decisions} ns={ns} ns_per_decision={} decisions_per_s={} clock_pair_ns={}",
-        run.label(),
+        m.run.label(),
         ns / decisions as u64,
         decisions as u128 * 1_000_000_000 / ns.max(1) as u128,
         clock_pair_ns()

@@ -341,7 +341,7 @@ mod limit_docs;
 
 #[cfg(test)]
 mod heap_tests {
-    use super::limit_docs::{NEWIDLE, WAKE, list, with};
+    use super::limit_docs::{WAKE, list, newidle_candidates, with};
     use super::*;
     use crate::explain::{PolicyOverride, Scenario, parse_json_object};
     use crate::policy::TraceRecord;
@@ -438,14 +438,7 @@ mod heap_tests {
             (
                 "newidle.candidates",
                 false,
-                with(
-                    NEWIDLE,
-                    r#"{"cpu": 0}"#,
-                    &format!(
-                        r#"{{"cpu": 0, "candidates": {}}}"#,
-                        list(MAX_ARRAY_LEN, r#"{"pid":1,"src_cpu":1}"#)
-                    ),
-                ),
+                newidle_candidates(MAX_ARRAY_LEN, r#"{"pid":1,"src_cpu":1}"#),
             ),
             (
                 "expect.rules",

@@ -15,7 +15,7 @@ mod common;
 use common::assert_one_line_error;
 #[path = "common/limit_docs.rs"]
 mod limit_docs;
-use limit_docs::{NEWIDLE, WAKE, list, with};
+use limit_docs::{NEWIDLE, WAKE, list, newidle_candidates, with};
 
 /// One command at a time: a file being written while another thread forks can be held
 /// open by the child until it execs, and exec() of it then fails (ETXTBSY).
@@ -102,16 +102,7 @@ fn nesting() {
 
 #[test]
 fn array_length() {
-    let candidates = |n: usize| {
-        with(
-            NEWIDLE,
-            r#"{"cpu": 0}"#,
-            &format!(
-                r#"{{"cpu": 0, "candidates": {}}}"#,
-                list(n, r#"{"pid": 9, "src_cpu": 1}"#)
-            ),
-        )
-    };
+    let candidates = |n: usize| newidle_candidates(n, r#"{"pid": 9, "src_cpu": 1}"#);
     at_and_past(
         "array",
         &candidates(MAX_ARRAY_LEN),

@@ -24,3 +24,12 @@ pub fn with(base: &str, from: &str, to: &str) -> String {
 pub fn list(n: usize, item: &str) -> String {
     format!("[{}]", vec![item; n].join(","))
 }
+
+/// NEWIDLE with `n` pull candidates, each `candidate`.
+pub fn newidle_candidates(n: usize, candidate: &str) -> String {
+    with(
+        NEWIDLE,
+        r#"{"cpu": 0}"#,
+        &format!(r#"{{"cpu": 0, "candidates": {}}}"#, list(n, candidate)),
+    )
+}
