@@ -92,19 +92,109 @@ impl Inputs {
 /// `oracle record` is to run beside the kernel), that estimate belongs here in place of the
 /// stand-in.  CPU states that do not resolve on `topo` are left as they are, for the replay to
 /// report.
-pub fn live_view(mut rec: TraceRecord, topo: &Topology) -> TraceRecord {
-    if let Ok(cpus) = rec.cpus.resolve(topo.nr_cpus()) {
-        let live: Vec<CpuSnapshot> = cpus.into_iter().map(live_cpu).collect();
+pub fn live_view(rec: TraceRecord, topo: &Topology) -> TraceRecord {
+    with_stand_ins(rec, topo, &StandIn::ALL)
+}
+
+/// One of the live agent's stand-ins that [`live_view`] puts in place of the kernel's
+/// value (its list above says why each is what it is).  `oracle compare --stand-ins`
+/// replays with each alone and with all but each: what each costs, and what replacing it
+/// by the kernel's value would win back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StandIn {
+    /// CPU `load`: runnable tasks x 1024.
+    CpuLoad,
+    /// CPU `capacity`: the original capacity.
+    CpuCapacity,
+    /// CPU `sched_idle_only`: false.
+    SchedIdleOnly,
+    /// Wakee `load`: its nice weight.
+    WakeeLoad,
+    /// Wakee `util`: 0.
+    WakeeUtil,
+    /// Wakee `is_per_cpu_kthread`: false.
+    WakeeKthread,
+    /// Waker `load`, `util` and `allowed`: 1024, 0, every CPU.
+    Waker,
+    /// LLC `has_idle_cores`: derived from the record's CPUs.
+    IdleCoreHints,
+    /// LLC `nr_idle_scan`: estimated from the CPUs' util.
+    IdleScanDepth,
+}
+
+impl StandIn {
+    pub const ALL: [StandIn; 9] = [
+        StandIn::CpuLoad,
+        StandIn::CpuCapacity,
+        StandIn::SchedIdleOnly,
+        StandIn::WakeeLoad,
+        StandIn::WakeeUtil,
+        StandIn::WakeeKthread,
+        StandIn::Waker,
+        StandIn::IdleCoreHints,
+        StandIn::IdleScanDepth,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StandIn::CpuLoad => "cpu_load",
+            StandIn::CpuCapacity => "cpu_capacity",
+            StandIn::SchedIdleOnly => "sched_idle_only",
+            StandIn::WakeeLoad => "wakee_load",
+            StandIn::WakeeUtil => "wakee_util",
+            StandIn::WakeeKthread => "wakee_kthread",
+            StandIn::Waker => "waker",
+            StandIn::IdleCoreHints => "idle_core_hints",
+            StandIn::IdleScanDepth => "idle_scan_depth",
+        }
+    }
+}
+
+/// `rec` with the stand-ins of `set` in place of the kernel's values, the rest as recorded.
+/// CPU states that do not resolve on `topo` are left as they are, for the replay to report.
+pub fn with_stand_ins(mut rec: TraceRecord, topo: &Topology, set: &[StandIn]) -> TraceRecord {
+    let has = |s: StandIn| set.contains(&s);
+    if (has(StandIn::CpuLoad) || has(StandIn::CpuCapacity) || has(StandIn::SchedIdleOnly))
+        && let Ok(cpus) = rec.cpus.resolve(topo.nr_cpus())
+    {
+        let live: Vec<CpuSnapshot> = cpus
+            .into_iter()
+            .map(|s| CpuSnapshot {
+                load: if has(StandIn::CpuLoad) {
+                    u64::from(s.nr_running.saturating_sub(s.nr_delayed)) * NICE_0_LOAD
+                } else {
+                    s.load
+                },
+                capacity: if has(StandIn::CpuCapacity) {
+                    0
+                } else {
+                    s.capacity
+                },
+                sched_idle_only: s.sched_idle_only && !has(StandIn::SchedIdleOnly),
+                ..s
+            })
+            .collect();
         rec.cpus = CpuStates::from_snapshots(&live);
     }
     for llc in rec.llc_state.iter_mut().flatten() {
-        llc.has_idle_cores = None;
-        llc.nr_idle_scan = None;
+        if has(StandIn::IdleCoreHints) {
+            llc.has_idle_cores = None;
+        }
+        if has(StandIn::IdleScanDepth) {
+            llc.nr_idle_scan = None;
+        }
     }
-    rec.task.load = NICE_0_LOAD;
-    rec.task.util = 0;
-    rec.task.is_per_cpu_kthread = false;
-    if let Some(w) = rec.wake.waker.as_mut() {
+    if has(StandIn::WakeeLoad) {
+        rec.task.load = NICE_0_LOAD;
+    }
+    if has(StandIn::WakeeUtil) {
+        rec.task.util = 0;
+    }
+    if has(StandIn::WakeeKthread) {
+        rec.task.is_per_cpu_kthread = false;
+    }
+    if let Some(w) = rec.wake.waker.as_mut().filter(|_| has(StandIn::Waker)) {
         w.load = NICE_0_LOAD;
         w.util = 0;
         w.allowed = *topo.possible();
@@ -112,14 +202,113 @@ pub fn live_view(mut rec: TraceRecord, topo: &Topology) -> TraceRecord {
     rec
 }
 
-/// One CPU as [`live_view`] describes it.
-fn live_cpu(s: CpuSnapshot) -> CpuSnapshot {
-    CpuSnapshot {
-        load: u64::from(s.nr_running.saturating_sub(s.nr_delayed)) * NICE_0_LOAD,
-        capacity: 0,
-        sched_idle_only: false,
-        ..s
+/// What each stand-in does to the agreement of wake-ups replayed from the kernel's inputs:
+/// with it alone in place, and with every stand-in but it (the live inputs, less one).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StandInCosts {
+    /// In [`StandIn::ALL`]'s order once the first record is in.
+    pub rows: Vec<StandInCost>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StandInCost {
+    pub stand_in: StandIn,
+    pub alone: Fidelity,
+    pub all_but: Fidelity,
+}
+
+impl StandInCosts {
+    /// Replays the wake-up `rec` (kernel inputs, on `topo`; `cli` on top) twice per
+    /// stand-in.
+    pub fn add(
+        &mut self,
+        rec: &TraceRecord,
+        topo: &Topology,
+        cli: &PolicyOverride,
+    ) -> Result<(), String> {
+        if self.rows.is_empty() {
+            self.rows = StandIn::ALL
+                .iter()
+                .map(|&stand_in| StandInCost {
+                    stand_in,
+                    alone: Fidelity::default(),
+                    all_but: Fidelity::default(),
+                })
+                .collect();
+        }
+        for row in &mut self.rows {
+            let but: Vec<StandIn> = StandIn::ALL
+                .into_iter()
+                .filter(|&s| s != row.stand_in)
+                .collect();
+            for (set, tally) in [
+                (std::slice::from_ref(&row.stand_in), &mut row.alone),
+                (&but[..], &mut row.all_but),
+            ] {
+                let view = with_stand_ins(rec.clone(), topo, set);
+                let (cpu, flags) = replayed_cpu(&view, topo, cli)?;
+                tally.add(flags, rec.task.prev_cpu, rec.recorded_cpu, cpu);
+            }
+        }
+        Ok(())
     }
+
+    pub fn merge(&mut self, o: &StandInCosts) {
+        if self.rows.is_empty() {
+            self.rows = o.rows.clone();
+            return;
+        }
+        for (a, b) in self.rows.iter_mut().zip(&o.rows) {
+            a.alone.merge(&b.alone);
+            a.all_but.merge(&b.all_but);
+        }
+    }
+
+    /// One line a stand-in: `  stand-in cpu_load: alone 950 of 1000 (95.0%), left prev 60
+    /// of 100 (60.0%); all but it 990 (99.0%), left prev 95 (95.0%)` (tools/oracle/run
+    /// parses them).
+    pub fn render(&self, o: &mut String) {
+        for r in &self.rows {
+            let (a, b) = (&r.alone, &r.all_but);
+            let _ = writeln!(
+                o,
+                "  stand-in {}: alone {} of {} ({}), left prev {} of {} ({}); all but it {} ({}), \
+                 left prev {} ({})",
+                r.stand_in.name(),
+                a.all.engine,
+                a.all.records,
+                share(a.all.engine, a.all.records),
+                a.wakeups_left_prev.engine,
+                a.wakeups_left_prev.records,
+                share(a.wakeups_left_prev.engine, a.wakeups_left_prev.records),
+                b.all.engine,
+                share(b.all.engine, b.all.records),
+                b.wakeups_left_prev.engine,
+                share(b.wakeups_left_prev.engine, b.wakeups_left_prev.records),
+            );
+        }
+    }
+}
+
+/// The CPU the engine picks for the wake-up record `rec` on `topo`, and the wake-up's flags.
+fn replayed_cpu(
+    rec: &TraceRecord,
+    topo: &Topology,
+    cli: &PolicyOverride,
+) -> Result<(usize, u32), String> {
+    let r = crate::explain::Scenario::from(rec).resolve_on(topo.clone(), cli)?;
+    let Question::Wakeup { task, wake } = &r.question else {
+        return Err("not a wake-up".into());
+    };
+    let mut engine = Engine::new(r.topo.clone(), r.config).map_err(|e| format!("policy: {e}"))?;
+    for (l, s) in r.llc.iter().enumerate() {
+        engine.set_llc_state(l, *s);
+    }
+    let (mut t, mut w) = (*task, *wake);
+    Ok((
+        engine.select_cpu(&r.cpus, &mut t, &mut w).cpu,
+        wake.wake_flags,
+    ))
 }
 
 /// `n` of `of` as a share, `-` of nothing.

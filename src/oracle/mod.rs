@@ -28,7 +28,7 @@ use crate::policy::{
     CpuSet, CpuSnapshot, CpuStates, LlcStateInput, PolicySpec, TaskState, Topology, TopologyInput,
     TraceRecord, WakeCtx, WakeInput, WakerContext,
 };
-pub use fidelity::{Discrimination, Fidelity, Inputs};
+pub use fidelity::{Discrimination, Fidelity, Inputs, StandInCosts};
 
 /// `scx_wakelab oracle`: record the kernel's own placements, or compare them with the engine.
 #[derive(Debug, clap::Args)]
@@ -90,6 +90,11 @@ pub enum OracleCommand {
         /// replay's, how often the kernel's CPU is either's where they decide differently.
         #[arg(long)]
         discriminate: bool,
+        /// Also replay every wake-up with each of the live agent's stand-ins alone in place
+        /// of the kernel's value, and with all of them but each, and report both agreements:
+        /// what each stand-in costs. Replays with the kernel's inputs.
+        #[arg(long)]
+        stand_ins: bool,
     },
 }
 
@@ -580,6 +585,8 @@ pub struct FileComparison {
     pub fidelity: Fidelity,
     /// With `--discriminate`: the replay's preset against the other kernels'.
     pub discrimination: Option<Discrimination>,
+    /// With `--stand-ins`: what each of the live agent's stand-ins costs.
+    pub stand_ins: Option<StandInCosts>,
     /// Per kind of placement.
     pub by_kind: BTreeMap<String, Tally>,
     /// Per rule that ended the engine's chain.
@@ -611,6 +618,8 @@ pub struct CompareOptions {
     /// Disagreeing records to list per file (`--show`, at most [`MAX_SHOW`]).
     pub show: usize,
     pub discriminate: bool,
+    /// `--stand-ins` (with kernel inputs).
+    pub stand_ins: bool,
 }
 
 /// Replays `file` and tallies the engine's agreement with the recorded kernel.
@@ -623,6 +632,7 @@ pub fn compare_file(
         file: file.display().to_string(),
         inputs: opts.inputs,
         discrimination: opts.discriminate.then(Discrimination::default),
+        stand_ins: opts.stand_ins.then(StandInCosts::default),
         ..FileComparison::default()
     };
     let reader = crate::explain::open_input(file)
@@ -653,6 +663,10 @@ pub fn compare_file(
                 .add(flags, rec.task.prev_cpu, rec.recorded_cpu, report.cpu);
             if let Some(d) = c.discrimination.as_mut() {
                 d.add(rec, inputs, report.cpu, cli)
+                    .map_err(|e| crate::exit::BadInput(format!("{name}:{line}: {e}")))?;
+            }
+            if let Some(s) = c.stand_ins.as_mut() {
+                s.add(rec, &inputs.topo, cli)
                     .map_err(|e| crate::exit::BadInput(format!("{name}:{line}: {e}")))?;
             }
             c.race.add(rec, report.cpu, same);
@@ -707,6 +721,9 @@ impl FileComparison {
         self.fidelity.render(self.inputs, &mut o);
         if let Some(d) = &self.discrimination {
             d.render(self.inputs, &mut o);
+        }
+        if let Some(s) = &self.stand_ins {
+            s.render(&mut o);
         }
         for (title, rows) in [
             ("per kind", &self.by_kind),
@@ -774,6 +791,7 @@ pub fn compare_into(
     let (mut race, mut seeds) = (RaceTally::default(), SeedRates::default());
     let mut fidelity = Fidelity::default();
     let mut discrimination = Discrimination::default();
+    let mut stand_ins = StandInCosts::default();
     for f in files {
         let c = compare_file(f, opts)?;
         total.records += c.total.records;
@@ -784,6 +802,9 @@ pub fn compare_into(
         if let Some(d) = &c.discrimination {
             discrimination.merge(d);
         }
+        if let Some(s) = &c.stand_ins {
+            stand_ins.merge(s);
+        }
         emit(&c.render())?;
     }
     let mut out = String::new();
@@ -793,6 +814,7 @@ pub fn compare_into(
         if opts.discriminate {
             discrimination.render(opts.inputs, &mut out);
         }
+        stand_ins.render(&mut out);
         race.render(&mut out);
         seeds.render(&mut out);
     }
@@ -816,12 +838,22 @@ pub fn run(args: OracleArgs) -> anyhow::Result<()> {
             show,
             inputs,
             discriminate,
+            stand_ins,
         } => {
+            if stand_ins && inputs == Inputs::Live {
+                return Err(crate::exit::BadInput(
+                    "--stand-ins replays the kernel's inputs with each stand-in in turn: \
+                     leave out --inputs live"
+                        .into(),
+                )
+                .into());
+            }
             let opts = CompareOptions {
                 policy: PolicyOverride { preset, set },
                 inputs,
                 show: show as usize,
                 discriminate,
+                stand_ins,
             };
             compare_into(&files, &opts, crate::explain::emit)
         }

@@ -537,6 +537,82 @@ fn the_live_view_replaces_only_what_the_agent_computes_otherwise() {
     assert_eq!(Inputs::Kernel.view(rec.clone(), &t), rec);
 }
 
+/// Each stand-in changes its own fields alone: the same record with every stand-in put in
+/// one at a time is the live view, and with none is the record.
+#[test]
+fn each_stand_in_replaces_its_own_fields_only() {
+    use fidelity::{StandIn, with_stand_ins};
+    let t = topo(4);
+    let mut s = weighed();
+    s.cpus[1].nr_running = 3;
+    s.cpus[1].nr_sched_idle = 3;
+    s.cpus[1].capacity = 800;
+    s.cpus[0].llc.has_idle_cores = Some(true);
+    s.cpus[0].llc.nr_idle_scan = Some(3);
+    s.wakee.flags = 0x0020_0000; // PF_KTHREAD
+    s.wakee.nr_cpus_allowed = 1;
+    s.wakee.util_avg = 50;
+    s.waker.allowed = 0x1;
+    let rec = s
+        .to_trace(0, &t, &TopologyInput::from_topology(&t), "mainline", 250)
+        .unwrap();
+    assert_eq!(with_stand_ins(rec.clone(), &t, &[]), rec);
+    let mut one_by_one = rec.clone();
+    for s in StandIn::ALL {
+        let alone = with_stand_ins(rec.clone(), &t, &[s]);
+        assert_ne!(alone, rec, "{s:?} changes nothing in this record");
+        one_by_one = with_stand_ins(one_by_one, &t, &[s]);
+    }
+    assert_eq!(one_by_one, fidelity::live_view(rec.clone(), &t));
+    // The CPU stand-ins share a pass over the CPUs, and leave each other's fields.
+    let load = with_stand_ins(rec.clone(), &t, &[StandIn::CpuLoad]);
+    let cpus = load.cpus.resolve(4).unwrap();
+    assert_eq!(
+        (cpus[1].load, cpus[1].capacity, cpus[1].sched_idle_only),
+        (3072, 800, true)
+    );
+    let names: Vec<&str> = StandIn::ALL.iter().map(|s| s.name()).collect();
+    let mut unique = names.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len());
+}
+
+/// `--stand-ins` on the WA_WEIGHT record: the CPUs' loads alone turn the kernel's choice
+/// (the waker's CPU 0) into prev's; the wakee's nice-0 load alone does not, and every
+/// stand-in but the CPUs' loads leaves the choice the kernel's.
+#[test]
+fn stand_ins_are_costed_alone_and_all_but_each() {
+    let file = write_records("stand-ins", &[weighed()], &topo(4));
+    let opts = CompareOptions {
+        stand_ins: true,
+        ..CompareOptions::default()
+    };
+    let c = compare_file(&file, &opts).unwrap();
+    let rows = &c.stand_ins.as_ref().unwrap().rows;
+    assert_eq!(rows.len(), fidelity::StandIn::ALL.len());
+    let row = |name: &str| {
+        let r = rows.iter().find(|r| r.stand_in.name() == name).unwrap();
+        (
+            r.alone.all.engine,
+            r.all_but.all.engine,
+            r.alone.all.records,
+        )
+    };
+    assert_eq!(row("cpu_load"), (0, 1, 1));
+    assert_eq!(row("wakee_load"), (1, 0, 1));
+    let out = compare(std::slice::from_ref(&file), &opts).unwrap();
+    assert!(
+        out.contains(
+            "\n  stand-in cpu_load: alone 0 of 1 (0.0%), left prev 0 of 1 (0.0%); all but it 1 \
+             (100.0%), left prev 1 (100.0%)\n"
+        ),
+        "{out}"
+    );
+    // The replay itself is the kernel inputs'.
+    assert!(out.ends_with("\nagreement: 1 of 1 (100.0%)\n"), "{out}");
+    std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
+}
+
 /// A non-sync wake-up across nodes (2 nodes of 2 CPUs, an LLC each): the waker on CPU 0,
 /// prev (CPU 2) idle with the blocked load of 3000 PELT keeps for a while.  v5.11's
 /// wake_affine_idle() keeps an idle prev (d8fcb81f): v6.1.y places the task on CPU 2;
@@ -713,4 +789,12 @@ fn inputs_is_kernel_or_live() {
     );
     let e = parse(&["--inputs", "estimator"]).unwrap_err().to_string();
     assert!(e.contains("estimator") && e.contains("--inputs"), "{e}");
+    // Stand-ins are put in one by one over the kernel's inputs, not over the live ones.
+    let e = run(parse(&["--inputs", "live", "--stand-ins"]).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("--stand-ins replays the kernel's inputs"),
+        "{e}"
+    );
 }

@@ -4,7 +4,9 @@
 # with the kernel's inputs and with the live agent's (each replay after an ORACLE-COMPARE
 # line naming its inputs).
 # Env: WORKLOADS (space-separated names below), SECS (seconds of workload each),
-# DISCRIMINATE=1 to replay with the other kernels' presets too (oracle compare --discriminate).
+# DISCRIMINATE=1 to replay with the other kernels' presets too (oracle compare --discriminate),
+# STAND_INS (space-separated workloads) to cost each of the live agent's stand-ins on those
+# (oracle compare --stand-ins, with the kernel's inputs: eighteen more replays a record).
 set -u
 LMB=${LMB:-/opt/lmbench/bin}
 SECS=${SECS:-8}
@@ -60,7 +62,9 @@ for w in $WORKLOADS; do
     if [ $rc -eq 0 ]; then
         for inputs in kernel live; do
             echo "ORACLE-COMPARE inputs=$inputs"
-            scx_wakelab oracle compare --inputs "$inputs" $discriminate "$out"
+            stand_ins=
+            case " ${STAND_INS:-} " in *" $w "*) [ "$inputs" = kernel ] && stand_ins=--stand-ins ;; esac
+            scx_wakelab oracle compare --inputs "$inputs" $discriminate $stand_ins "$out"
         done
     fi
     echo "ORACLE-END $w"

@@ -31,10 +31,12 @@ def load_run():
 run = load_run()
 
 
-def compare_output(inputs, agree, records, classes, pairs=(), race=True):
+def compare_output(inputs, agree, records, classes, pairs=(), race=True, stand_ins=()):
     """What `oracle compare --inputs INPUTS` prints for one file, in the format of
     src/oracle (FileComparison::render); classes: {label: (records, engine, prev)};
-    pairs: [(own, other, differ, own's, other's, same policy)]."""
+    pairs: [(own, other, differ, own's, other's, same policy)]; stand_ins: [(name, alone,
+    alone on left prev, all but it, all but it on left prev)] of `records` and of the left-prev
+    class's."""
     def pct(n, of):
         return f"{100 * n / of:.1f}%" if of else "-"
     out = [f"/tmp/oracle-w.jsonl: preset mainline, {inputs} inputs: {agree} of {records} agree "
@@ -46,6 +48,11 @@ def compare_output(inputs, agree, records, classes, pairs=(), race=True):
         out.append(f"  {inputs} inputs: preset {own} against {other}: {n} records decide differently; "
                    f"the kernel's CPU is {own}'s in {o} ({pct(o, n)}), {other}'s in {t}, another in "
                    f"{n - o - t}" + (" (the same policy)" if same else ""))
+    left = classes["wake-ups that left prev"][0]
+    for name, a, al, b, bl in stand_ins:
+        out.append(f"  stand-in {name}: alone {a} of {records} ({pct(a, records)}), left prev {al} of "
+                   f"{left} ({pct(al, left)}); all but it {b} ({pct(b, records)}), left prev {bl} "
+                   f"({pct(bl, left)})")
     out += ["  per kind: records, agree, share",
             "    wake-up                                         1571    1565   99.6%"]
     if race:
@@ -69,13 +76,17 @@ PAIRS_K = [("mainline", "v5.10.y", 12, 11, 1, False), ("mainline", "v6.12.y", 0,
 PAIRS_L = [("mainline", "v5.10.y", 10, 7, 2, False), ("mainline", "v6.12.y", 0, 0, 0, True)]
 
 
-def guest_output(workloads=("hackbench-pipes", "tbench")):
+STAND_INS = [("cpu_load", 90, 12, 93, 17), ("wakee_load", 95, 17, 88, 13)]
+
+
+def guest_output(workloads=("hackbench-pipes", "tbench"), stand_ins=()):
     out = ["ORACLE-KERNEL 7.2.13+deb14-amd64",
            "ORACLE-NOBTF rc=2 lines=1 error: no BTF"]
     for w in workloads:
         out += [f"ORACLE-BEGIN {w} record-rc=0", "  record: 100 placements written",
                 "ORACLE-COMPARE inputs=kernel"]
-        out += compare_output("kernel", 95, 100, KERNEL, PAIRS_K)
+        out += compare_output("kernel", 95, 100, KERNEL, PAIRS_K,
+                              stand_ins=STAND_INS if w in stand_ins else ())
         out += ["ORACLE-COMPARE inputs=live"]
         out += compare_output("live", 88, 100, LIVE, PAIRS_L, race=False)
         out += [f"ORACLE-END {w}"]
@@ -176,9 +187,9 @@ class Main(unittest.TestCase):
     def run_main(self, *argv):
         asked = []
 
-        def guest_run(kernel, workloads, secs, binary, log, discriminate=False):
-            asked.append(discriminate)
-            return 0, guest_output(), ["wakelab-vm"]
+        def guest_run(kernel, workloads, secs, binary, log, discriminate=False, stand_ins=()):
+            asked.append((discriminate, stand_ins))
+            return 0, guest_output(stand_ins=stand_ins), ["wakelab-vm"]
         out = io.StringIO()
         saved = run.guest_run, run.MIN_RECORDS, os.environ.get("WAKELAB_CACHE")
         with tempfile.TemporaryDirectory() as d:
@@ -202,17 +213,23 @@ class Main(unittest.TestCase):
     def test_the_full_profile_discriminates_and_writes_every_table(self):
         rc, out, doc, asked = self.run_main("--kernels", "sid", "--workloads", "hackbench-pipes,tbench")
         self.assertEqual(rc, 0, out)
-        self.assertEqual(asked, [True])
+        self.assertEqual(asked, [(True, ("tbench",))])
         self.assertIn("CHECK PASS oracle_live_inputs_sid 7.2.13+deb14-amd64: 200 placements: kernel "
                       "inputs 190 (95.0%), live inputs 176 (88.0%), always prev 160 (80.0%)", out)
         for heading in ("## Wake-ups that left prev", "## Forks and execs", "## Version discrimination",
-                        "| kernel | workload | placements | kernel inputs | live inputs | always prev |"):
+                        "| kernel | workload | placements | kernel inputs | live inputs | always prev |",
+                        "## What each stand-in costs"):
             self.assertIn(heading, doc)
+        # tbench's records alone: cpu_load alone 90 of 100 against the kernel inputs' 95, and
+        # on the 20 that left prev 12 against 17; all but it 93 against the live inputs' 88.
+        self.assertIn("| 7.2.13+deb14-amd64 | kernel inputs | 95.0% of 100 | | 85.0% of 20 | |", doc)
+        self.assertIn("| | `cpu_load` alone | 90.0% of 100 | -5.0 | 60.0% of 20 | -25.0 |", doc)
+        self.assertIn("| | all but `cpu_load` | 93.0% of 100 | +5.0 | 85.0% of 20 | +20.0 |", doc)
 
     def test_the_quick_profile_does_not_discriminate(self):
         rc, out, _doc, asked = self.run_main("--quick", "--kernels", "sid",
                                              "--workloads", "hackbench-pipes,tbench")
-        self.assertEqual((rc, asked), (0, [False]), out)
+        self.assertEqual((rc, asked), (0, [(False, ())]), out)
         self.assertNotIn("oracle_left_prev", out)
 
     def test_the_full_profile_counts_the_wake_ups_that_left_prev(self):
@@ -246,12 +263,16 @@ class AgainstTheBinary(unittest.TestCase):
                                    for i, c in enumerate((0, 1, 2))) + "\n")
             lines = ["ORACLE-BEGIN w record-rc=0"]
             for inputs in run.INPUTS:
+                stand_ins = ["--stand-ins"] if inputs == "kernel" else []
                 p = subprocess.run([str(binary()), "oracle", "compare", "--inputs", inputs,
-                                    "--discriminate", str(f)], capture_output=True, text=True)
+                                    "--discriminate", *stand_ins, str(f)], capture_output=True, text=True)
                 self.assertEqual(p.returncode, 0, p.stderr)
                 lines += [f"ORACLE-COMPARE inputs={inputs}"] + p.stdout.splitlines()
             _, res, _ = run.parse("\n".join(lines + ["ORACLE-END w"]))
         r = res["w"]
+        # Every stand-in, each replay of every record counted.
+        self.assertEqual(len(r["stand_ins"]), 9, r["stand_ins"])
+        self.assertEqual({v[0] for v in r["stand_ins"].values()}, {3})
         for inputs in run.INPUTS:
             mine = r["inputs"][inputs]
             self.assertEqual(mine["records"], 3)
