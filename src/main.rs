@@ -248,12 +248,17 @@ fn parse_agent_cpu(s: &str) -> Result<live::agent::AgentCpu, String> {
     match s {
         "auto" => Ok(AgentCpu::Auto),
         "any" => Ok(AgentCpu::Any),
-        _ => s
-            .parse::<usize>()
-            .ok()
-            .filter(|&c| c < scx_wakelab::policy::MAX_CPUS)
-            .map(AgentCpu::Cpu)
-            .ok_or_else(|| format!("{} is not a CPU number, 'auto' or 'any'", exit::quote(s))),
+        _ => match s.parse::<usize>() {
+            Ok(c) if c < scx_wakelab::policy::MAX_CPUS => Ok(AgentCpu::Cpu(c)),
+            Ok(c) => Err(format!(
+                "CPU {c} is beyond the {} CPUs scx_wakelab supports",
+                scx_wakelab::policy::MAX_CPUS
+            )),
+            Err(_) => Err(format!(
+                "{} is not a CPU number, 'auto' or 'any'",
+                exit::quote(s)
+            )),
+        },
     }
 }
 
@@ -426,6 +431,10 @@ fn main() -> ExitCode {
         trace_overwrite: opts.trace_overwrite,
     };
     if let Err(e) = live::check_files(&opts.socket, trace.as_deref(), &files) {
+        return exit::exit_with(Err(e), exit::RUNTIME);
+    }
+    // A CPU that is not online here is refused before a supervisor would restart on it.
+    if let Err(e) = live::agent::check_agent_cpu(opts.agent_cpu) {
         return exit::exit_with(Err(e), exit::RUNTIME);
     }
     if opts.supervise && !supervised_child {

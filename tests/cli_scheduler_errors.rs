@@ -47,6 +47,39 @@ fn invalid_option_values_are_one_line_errors() {
     assert_one_line_error(&["--trace-overwrite"], 2, "--trace");
 }
 
+/// An `--agent-cpu` that is not online is refused before the trace file or the socket
+/// exists, and before a supervisor would start a child on it.
+#[test]
+fn an_agent_cpu_not_online_is_refused_before_anything_is_made() {
+    let cpu = scx_wakelab::policy::MAX_CPUS - 1;
+    if std::path::Path::new(&format!("/sys/devices/system/cpu/cpu{cpu}/online")).exists() {
+        // A machine with that many CPUs: the CPU may well be online. Nothing to refuse.
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("wakelab-agent-cpu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (sock, trace) = (dir.join("s.sock"), dir.join("t.jsonl"));
+    let cpu_arg = cpu.to_string();
+    for supervise in [false, true] {
+        let mut args = vec![
+            "--agent-cpu",
+            &cpu_arg,
+            "--socket",
+            sock.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+        ];
+        if supervise {
+            args.push("--supervise");
+        }
+        assert_one_line_error(&args, 2, &format!("--agent-cpu {cpu}: not an online CPU"));
+        assert!(!sock.exists() && !trace.exists(), "{args:?}");
+    }
+    // Past the CPUs the policy holds, the value itself is refused.
+    assert_one_line_error(&["--agent-cpu", "4096"], 2, "beyond the 1024 CPUs");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The socket's group and the trace and socket paths are judged before
 /// anything loads, so these are one line and exit 2 on any host.
 #[test]

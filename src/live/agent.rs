@@ -32,6 +32,7 @@ use scx_utils::{
     UserExitInfo, compat, scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report,
 };
 use scx_wakelab::bpf_load;
+use scx_wakelab::exit::BadInput;
 
 use super::bpf_skel::*;
 use super::placement::{Outcome, Placer};
@@ -157,6 +158,19 @@ pub struct Agent<'a> {
 
 /// The CPU the scheduling thread is pinned to, if any, among the online
 /// CPUs this process may use.
+/// `--agent-cpu` judged before anything is created or loaded (a bad CPU is bad input,
+/// exit 2), on the CPUs online now; each (re)load judges it again on its own topology,
+/// which CPU hotplug may have changed.
+pub fn check_agent_cpu(want: AgentCpu) -> Result<()> {
+    if !matches!(want, AgentCpu::Cpu(_)) {
+        return Ok(());
+    }
+    let topo = scx_utils::Topology::new().context("reading the CPU topology from sysfs")?;
+    let mut online: Vec<usize> = topo.all_cpus.keys().copied().collect();
+    online.sort_unstable();
+    choose_home_cpu(want, &online).map(|_| ())
+}
+
 fn choose_home_cpu(want: AgentCpu, online: &[usize]) -> Result<Option<usize>> {
     // SAFETY: sched_getaffinity writes only into the set we pass.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -184,14 +198,17 @@ fn pick_home_cpu(
         AgentCpu::Any => Ok(None),
         AgentCpu::Cpu(cpu) => {
             if !online.contains(&cpu) {
-                return Err(anyhow!(
-                    "--agent-cpu {cpu}: not an online CPU (online: {online:?})"
-                ));
+                return Err(BadInput(format!(
+                    "--agent-cpu {cpu}: not an online CPU (online: {})",
+                    super::cpu_ranges(online)
+                ))
+                .into());
             }
             if !allowed(cpu) {
-                return Err(anyhow!(
+                return Err(BadInput(format!(
                     "--agent-cpu {cpu}: outside this process's CPU affinity"
-                ));
+                ))
+                .into());
             }
             Ok(Some(cpu))
         }
@@ -791,7 +808,7 @@ mod tests {
         let e = pick_home_cpu(AgentCpu::Cpu(4), &online, all)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--agent-cpu 4: not an online CPU"), "{e}");
+        assert_eq!(e, "--agent-cpu 4: not an online CPU (online: 0-3,5)");
         let e = pick_home_cpu(AgentCpu::Cpu(5), &online, not_5)
             .unwrap_err()
             .to_string();

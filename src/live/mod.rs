@@ -214,7 +214,7 @@ pub fn run_scheduler(
 }
 
 /// "0-2,4-7" for [0, 1, 2, 4, 5, 6, 7].
-fn cpu_ranges(cpus: &[usize]) -> String {
+pub(crate) fn cpu_ranges(cpus: &[usize]) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
     while i < cpus.len() {
