@@ -88,11 +88,10 @@ pub fn run_scheduler(
     let metrics = Arc::new(Mutex::new(LiveMetrics::default()));
     let config = Arc::new(Mutex::new(policy));
     let queue = ControlQueue::default();
-    let tracer = trace
-        .map(|p| spawn_trace_writer(p, files.trace_overwrite))
-        .transpose()?;
-    // Threads are started before the agent locks its memory. On an error,
-    // the trace writer is stopped first (it owns a file being written).
+    // Threads are started before the agent locks its memory. The socket
+    // first: a socket that cannot be bound (another instance's, say) leaves
+    // no trace file behind, and a trace file that cannot be made drops the
+    // server, which removes its socket.
     let server = socket::serve(
         socket,
         &access,
@@ -101,17 +100,10 @@ pub fn run_scheduler(
             config: config.clone(),
             queue: queue.clone(),
         },
-    );
-    let server = match server {
-        Ok(s) => s,
-        Err(e) => {
-            if let Some((tx, writer)) = tracer {
-                drop(tx);
-                let _ = writer.join();
-            }
-            return Err(e);
-        }
-    };
+    )?;
+    let tracer = trace
+        .map(|p| spawn_trace_writer(p, files.trace_overwrite))
+        .transpose()?;
     let printer = stats_interval
         .map(|secs| spawn_stats_printer(secs, socket.to_path_buf(), shutdown.clone()));
 
