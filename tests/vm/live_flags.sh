@@ -314,12 +314,12 @@ for mode in v5.10 prev; do
     echo "hackbench_$mode $P0 $(newpid)" >>/tmp/lf.ranges
 done
 # The pipe's hits come from the moments its pair is moved off its CPUs, which
-# the host's load decides: one pair of phases gave 9 to 323 prev-form hits
+# the host's load decides: one pair of phases gave 5 to 323 prev-form hits
 # (docs/live-flags-notes.md). More pairs, the two modes always equally
-# exposed, until both modes' hits together reach 20 or 3 pairs have run.
+# exposed, until both modes' hits together reach 20 or 6 pairs have run.
 # The stop looks at the total only, so it does not favour either mode.
 PIPE_PAIRS=1
-while [ $PIPE_PAIRS -lt 3 ]; do
+while [ $PIPE_PAIRS -lt 6 ]; do
     HITS=$(seed4_own | tr '{},' '\n\n\n' | awk '/^"pipe_/ { p = 1; next } /^"hackbench_/ { p = 0 }
                                                p && /^"hit":/ { sub(/"hit":/, ""); t += $0 } END { print t + 0 }')
     [ "$HITS" -ge 20 ] && break
