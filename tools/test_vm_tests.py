@@ -4,25 +4,16 @@
 usage: python3 tools/test_vm_tests.py [-q]   (ends "N passed, N failed")
 """
 import contextlib
-import importlib.machinery
-import importlib.util
 import io
 import sys
 import unittest
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "lab"))
+import runlib  # noqa: E402
 
-
-def load_vm_tests():
-    loader = importlib.machinery.SourceFileLoader("vm_tests", str(HERE / "vm-tests"))
-    spec = importlib.util.spec_from_loader("vm_tests", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
-vm = load_vm_tests()
+vm = runlib.load_script(HERE / "vm-tests", "vm_tests")
 
 
 def seed4_data(hv, mv, hp, mp, pairs=1):
@@ -83,4 +74,4 @@ class Seed4(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    sys.exit(vm.runlib.run_unittests(sys.modules[__name__]))
+    sys.exit(runlib.run_unittests(sys.modules[__name__]))

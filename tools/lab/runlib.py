@@ -30,6 +30,18 @@ class Fail(Exception):
     """A failure the tool reports as one line on stderr."""
 
 
+def load_script(path, name):
+    """A Python script without a .py ending (tools/vm-tests, tools/oracle/run) loaded
+    as module `name`, for its tests."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader(name, str(path))
+    spec = importlib.util.spec_from_loader(name, loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
 def run_unittests(module):
     """Run a test module's unittest cases, quietly with -q; print a FAIL block per
     failure and the line "N passed, N failed". The exit status: 0 only when some

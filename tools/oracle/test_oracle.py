@@ -5,8 +5,6 @@ tables of docs/oracle.md and the checks, on made-up guest output; and, where a b
 scx_wakelab is found, that the parser's patterns match what `oracle compare` prints.
 Ends with "N passed, N failed" for tools/test."""
 import contextlib
-import importlib.machinery
-import importlib.util
 import io
 import json
 import os
@@ -20,15 +18,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
 
-def load_run():
-    loader = importlib.machinery.SourceFileLoader("oracle_run", str(HERE / "run"))
-    spec = importlib.util.spec_from_loader("oracle_run", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
+sys.path.insert(0, str(ROOT / "tools" / "lab"))
+import runlib  # noqa: E402
 
-
-run = load_run()
+run = runlib.load_script(HERE / "run", "oracle_run")
 
 
 def compare_output(inputs, agree, records, classes, pairs=(), race=True, stand_ins=()):
@@ -285,4 +278,4 @@ class AgainstTheBinary(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    sys.exit(run.runlib.run_unittests(sys.modules[__name__]))
+    sys.exit(runlib.run_unittests(sys.modules[__name__]))
