@@ -326,9 +326,13 @@ def seed3_rows(fix_affine=90, fix_mig=10):
     return rows
 
 
-def seed4_rows(prev_hits=300, v510=(30, 30), prev_miss=40):
+def seed4_rows(prev_hits=300, v510=(30, 30), prev_miss=40, kept_on_prev=None):
+    """kept_on_prev: (v5.10, prev) wake-ups each rep placed on idle prev (sis_prev_hit)."""
     rows = []
     for rep in (1, 2):
+        if kept_on_prev:
+            rows += [row("ru-v5.10", "perf-sched-pipe", "", rep, "wl:sis_prev_hit", kept_on_prev[0]),
+                     row("ru-prev", "perf-sched-pipe", "", rep, "wl:sis_prev_hit", kept_on_prev[1])]
         rows += [row("ru-v5.10", "perf-sched-pipe", "", rep, "wl:sis_recent_used_hit", v510[0]),
                  row("ru-v5.10", "perf-sched-pipe", "", rep, "wl:sis_recent_used_miss", v510[1]),
                  row("ru-v5.10", "perf-sched-pipe", "", rep, "wl:nr_wakeups", 3000),
@@ -479,6 +483,17 @@ class SeedChecks(unittest.TestCase):
         self.assertTrue(lines[3].startswith(f"CHECK FAIL seed4_hit_rate_does_not_fall [{seed4_note}] w"))
         for name, note in list(checks.UNDECIDED.items()) + list(checks.OPEN.items()):
             self.assertTrue(note.startswith("open, not gating: "), name)   # what report.py and tools/test look for
+
+    def test_seed4_counts_the_wake_ups_that_reach_the_recent_cpu(self):
+        # The prev form's reps settled (2940 of 3000 kept on prev): 25 hits a rep are 42%
+        # of the 60 that got past prev, against 30 of the v5.10 form's 1000 (3%): the mode
+        # shows, where a share of all wake-ups would not (25 against 30 of 3000).
+        v = verdicts(checks.seed4(seed4_rows(prev_hits=25, v510=(30, 30), prev_miss=5,
+                                             kept_on_prev=(2000, 2940))))
+        self.assertTrue(v["seed4_recent_used_hit_rate_follows_mode"])
+        # The same share in both forms does not pass.
+        v = verdicts(checks.seed4(seed4_rows(prev_hits=30, v510=(30, 30), kept_on_prev=(2000, 2000))))
+        self.assertFalse(v["seed4_recent_used_hit_rate_follows_mode"])
 
     def test_seed4(self):
         self.assertTrue(all(verdicts(checks.seed4(seed4_rows())).values()))
