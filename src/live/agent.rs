@@ -156,8 +156,6 @@ pub struct Agent<'a> {
     half_apply: Option<(i32, Instant)>,
 }
 
-/// The CPU the scheduling thread is pinned to, if any, among the online
-/// CPUs this process may use.
 /// `--agent-cpu` judged before anything is created or loaded (a bad CPU is bad input,
 /// exit 2), on the CPUs online now; each (re)load judges it again on its own topology,
 /// which CPU hotplug may have changed.
@@ -166,11 +164,11 @@ pub fn check_agent_cpu(want: AgentCpu) -> Result<()> {
         return Ok(());
     }
     let topo = scx_utils::Topology::new().context("reading the CPU topology from sysfs")?;
-    let mut online: Vec<usize> = topo.all_cpus.keys().copied().collect();
-    online.sort_unstable();
-    choose_home_cpu(want, &online).map(|_| ())
+    choose_home_cpu(want, &super::online_cpus(&topo)).map(|_| ())
 }
 
+/// The CPU the scheduling thread is pinned to, if any, among the online
+/// CPUs this process may use.
 fn choose_home_cpu(want: AgentCpu, online: &[usize]) -> Result<Option<usize>> {
     // SAFETY: sched_getaffinity writes only into the set we pass.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };

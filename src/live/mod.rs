@@ -114,8 +114,7 @@ pub fn run_scheduler(
     let result = loop {
         let topo = scx_utils::Topology::new().context("reading the CPU topology from sysfs")?;
         // Logged at each (re)load: after CPU hotplug this is the new topology.
-        let mut online: Vec<usize> = topo.all_cpus.keys().copied().collect();
-        online.sort_unstable();
+        let online = online_cpus(&topo);
         info!(
             "topology: {} CPUs online ({})",
             online.len(),
@@ -203,6 +202,13 @@ pub fn run_scheduler(
         serde_json::to_string(&total).unwrap_or_default()
     );
     result.map(|_| ())
+}
+
+/// The online CPUs of `topo`, in order.
+pub(crate) fn online_cpus(topo: &scx_utils::Topology) -> Vec<usize> {
+    let mut online: Vec<usize> = topo.all_cpus.keys().copied().collect();
+    online.sort_unstable();
+    online
 }
 
 /// "0-2,4-7" for [0, 1, 2, 4, 5, 6, 7].
