@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use crate::explain::{PolicyOverride, Question, Resolved, resolve_policy};
 use crate::policy::{
-    Config, CpuSnapshot, CpuStates, Engine, PolicySpec, Topology, TraceRecord, WAKE_EXEC, WAKE_FORK,
+    Config, CpuSnapshot, CpuStates, Engine, PolicySpec, TaskState, Topology, TraceRecord,
+    WAKE_EXEC, WAKE_FORK, WakeCtx,
 };
 
 /// Nice-0 load weight, the live agent's unit of load (`NICE_0_LOAD` in
@@ -300,15 +301,23 @@ fn replayed_cpu(
     let Question::Wakeup { task, wake } = &r.question else {
         return Err("not a wake-up".into());
     };
-    let mut engine = Engine::new(r.topo.clone(), r.config).map_err(|e| format!("policy: {e}"))?;
+    Ok((select_with(&r, r.config, task, wake)?, wake.wake_flags))
+}
+
+/// The CPU an engine configured as `config` picks for the wake-up of `task` resolved as
+/// `r` (its topology, CPUs and LLC state), the wakee and waker state left as they were.
+fn select_with(
+    r: &Resolved,
+    config: Config,
+    task: &TaskState,
+    wake: &WakeCtx,
+) -> Result<usize, String> {
+    let mut engine = Engine::new(r.topo.clone(), config).map_err(|e| format!("policy: {e}"))?;
     for (l, s) in r.llc.iter().enumerate() {
         engine.set_llc_state(l, *s);
     }
     let (mut t, mut w) = (*task, *wake);
-    Ok((
-        engine.select_cpu(&r.cpus, &mut t, &mut w).cpu,
-        wake.wake_flags,
-    ))
+    Ok(engine.select_cpu(&r.cpus, &mut t, &mut w).cpu)
 }
 
 /// `n` of `of` as a share, `-` of nothing.
@@ -504,13 +513,7 @@ impl Discrimination {
             let Some(config) = config else {
                 continue;
             };
-            let mut engine =
-                Engine::new(inputs.topo.clone(), config).map_err(|e| format!("policy: {e}"))?;
-            for (l, s) in inputs.llc.iter().enumerate() {
-                engine.set_llc_state(l, *s);
-            }
-            let (mut t, mut w) = (*task, *wake);
-            let other_cpu = engine.select_cpu(&inputs.cpus, &mut t, &mut w).cpu;
+            let other_cpu = select_with(inputs, config, task, wake)?;
             if other_cpu != own_cpu {
                 let p = &mut self.pairs[pair];
                 p.differ += 1;
