@@ -23,12 +23,24 @@
  * what it did see (docs/oracle-notes.md measures the race). fexit reads
  * each CPU again and marks the ones that changed, so a replay can tell a
  * disagreement that may come from the race from one that cannot.
+ *
+ * Beside the kernel's load and utilisation averages, each record carries
+ * the estimator's (bpf/pelt.bpf.h), the one the live scheduler decides on,
+ * fed here by the fair class's own events: enqueue_task_fair() and
+ * dequeue_task_fair() (fentry: bring the averages to now; fexit: take the
+ * runqueue's new inputs), sched_switch, task_tick_fair(), task_dead_fair(),
+ * migrate_task_rq_fair()
+ * and the blocked-average update of load balancing (fexit; its name differs
+ * by version, so the loader sets it). The inputs are the kernel's
+ * (cfs_rq->load.weight, cfs_rq->curr, se->on_rq): what is measured is the
+ * arithmetic and the moments of update, not a count of tasks.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "oracle.h"
+#include "pelt.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -102,6 +114,24 @@ struct sched_domain_shared___sis_util {
 	int nr_idle_scan;		/* v6.0+ (70fb5ccf) */
 } __attribute__((preserve_access_index));
 
+/* The estimator's state: per CPU, and per task by pid (dropped when it dies). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ORACLE_MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct pelt_cpu);
+} est_cpus SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, s32);
+	__type(value, struct pelt_task);
+} est_tasks SEC(".maps");
+
+/* p->on_rq of a task being moved between runqueues (kernel/sched/sched.h) */
+#define TASK_ON_RQ_MIGRATING	2
+
 /* Wake flags: the v5.11+ values, which the engine uses too. */
 #define WF_EXEC		0x02
 #define WF_FORK		0x04
@@ -154,6 +184,303 @@ static u32 context_now(void)
 	return ORACLE_CTX_TASK;
 }
 
+/* -------------------------------------------------------------------------
+ * The estimator's attachment to the fair class (bpf/pelt.bpf.h).
+ */
+
+/* The runqueue's inputs as the kernel holds them after an event. */
+static void est_inputs(struct pelt_cpu *c, struct rq *rq)
+{
+	c->weight = BPF_CORE_READ(rq, cfs.load.weight) >> PELT_WEIGHT_SHIFT;
+	c->running = BPF_CORE_READ(rq, cfs.curr) != NULL;
+}
+
+/* CPU cpu's slot, seeded from its runqueue the first time. */
+static struct pelt_cpu *est_cpu(u32 cpu, struct rq *rq, u64 now)
+{
+	struct pelt_cpu *c;
+
+	if (cpu >= ORACLE_MAX_CPUS || !rq)
+		return NULL;
+	c = bpf_map_lookup_elem(&est_cpus, &cpu);
+	if (c && !c->avg.last_update_time) {
+		pelt_seed(&c->avg, &rq->cfs.avg, now);
+		est_inputs(c, rq);
+	}
+	return c;
+}
+
+/* p's slot; created (seeded from p's own averages) only at an enqueue on CPU cpu >= 0. */
+static struct pelt_task *est_task(struct task_struct *p, u64 now, s32 cpu)
+{
+	s32 pid = BPF_CORE_READ(p, pid);
+	struct pelt_task *t = bpf_map_lookup_elem(&est_tasks, &pid), fresh;
+
+	if (t || cpu < 0 || !pid)
+		return t;
+	pelt_task_seed(&fresh, p, cpu, now);
+	bpf_map_update_elem(&est_tasks, &pid, &fresh, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&est_tasks, &pid);
+}
+
+static struct pelt_cpu *est_cpu_of_task(struct pelt_task *t)
+{
+	u32 cpu;
+
+	if (t->cpu < 0)
+		return NULL;
+	cpu = t->cpu;
+	return bpf_map_lookup_elem(&est_cpus, &cpu);
+}
+
+/*
+ * Queued for us, not for the kernel: a delayed-dequeue sleeper (v6.12+)
+ * that the kernel dequeued when it came to be picked, which no hook here
+ * sees. It counted as queued up to that dequeue, whose moment its own stamp
+ * still holds unless a migration has cleared it; then, up to when it
+ * stopped running.
+ */
+static void est_missed_dequeue(struct pelt_task *t, struct task_struct *p)
+{
+	u64 last;
+
+	if (!t->queued || BPF_CORE_READ(p, se.on_rq))
+		return;
+	last = BPF_CORE_READ(p, se.avg.last_update_time);
+	pelt_task_update(t, last > t->avg.last_update_time ? last : t->stopped_ns);
+	t->queued = 0;
+	t->running = 0;
+}
+
+struct rq___lag {
+	u64 clock_pelt_idle;		/* v6.2+ (e2f3e35f1f5a) */
+	u64 clock_idle;
+} __attribute__((preserve_access_index));
+
+/*
+ * sched_clock less bpf_ktime_get_ns(), as last seen at a switch (where the
+ * rq clock was just read): sched_clock now, for est_lag(), is
+ * bpf_ktime_get_ns() plus this. Both count the same TSC; the difference only
+ * moves with clock adjustments.
+ */
+volatile s64 sched_clock_offset;
+
+/* migrate_se_pelt_lag() where the kernel has it: the old CPU from is idle. */
+static void est_lag(struct pelt_cpu *old, s32 from, struct pelt_task *t)
+{
+	struct rq___lag *lag;
+	struct rq *rq;
+
+	if (from < 0 || !(rq = per_cpu_addr(ksym_runqueues, from)))
+		return;
+	lag = (void *)rq;
+	if (!bpf_core_field_exists(lag->clock_pelt_idle) ||
+	    BPF_CORE_READ(rq, curr) != BPF_CORE_READ(rq, idle))
+		return;
+	pelt_task_lag(old, t, BPF_CORE_READ(lag, clock_pelt_idle), BPF_CORE_READ(lag, clock_idle),
+		      bpf_ktime_get_ns() + sched_clock_offset);
+}
+
+/*
+ * p moves to another CPU, as the kernel takes it out of its old CPU's
+ * averages: a wake-up's task (asleep) joins the old CPU's removed load, a
+ * balancing move's (queued, TASK_ON_RQ_MIGRATING, under the old rq's lock)
+ * leaves them at once. Either way it is in no CPU's until its enqueue.
+ */
+SEC("fentry/migrate_task_rq_fair")
+int BPF_PROG(est_migrate, struct task_struct *p, int new_cpu)
+{
+	s32 pid = BPF_CORE_READ(p, pid);
+	struct pelt_task *t = bpf_map_lookup_elem(&est_tasks, &pid);
+	struct pelt_cpu *old;
+	struct rq *rq;
+	u64 now;
+
+	if (!t)
+		return 0;
+	est_missed_dequeue(t, p);
+	if (!(old = est_cpu_of_task(t)))
+		return 0;
+	if (BPF_CORE_READ(p, on_rq) == TASK_ON_RQ_MIGRATING &&
+	    (rq = per_cpu_addr(ksym_runqueues, t->cpu))) {
+		now = pelt_clock(rq);
+		pelt_cpu_update(old, now);
+		pelt_task_update(t, now);
+		pelt_task_detach(old, t);
+	} else {
+		s32 from = t->cpu;
+
+		pelt_task_remove(old, t);
+		est_lag(old, from, t);
+	}
+	return 0;
+}
+
+SEC("fentry/enqueue_task_fair")
+int BPF_PROG(est_enqueue, struct rq *rq, struct task_struct *p, int flags)
+{
+	u64 now = pelt_clock(rq);
+	u32 cpu = BPF_CORE_READ(rq, cpu);
+	struct pelt_cpu *c = est_cpu(cpu, rq, now), *old;
+	struct pelt_task *t = est_task(p, now, cpu);
+
+	if (!c || !t)
+		return 0;
+	pelt_cpu_update(c, now);
+	est_missed_dequeue(t, p);
+	if (t->cpu == (s32)cpu) {
+		pelt_task_update(t, now);
+		return 0;
+	}
+	/* Moved by a road the migration hook did not see: the old CPU's removed load. */
+	if ((old = est_cpu_of_task(t)))
+		pelt_task_remove(old, t);
+	pelt_task_attach(c, cpu, t);
+	return 0;
+}
+
+/* After an enqueue or a dequeue: the task's and the runqueue's new inputs. */
+static void est_after(struct rq *rq, struct task_struct *p)
+{
+	u64 now = pelt_clock(rq);
+	struct pelt_cpu *c = est_cpu(BPF_CORE_READ(rq, cpu), rq, now);
+	struct pelt_task *t = est_task(p, now, -1);
+
+	if (c)
+		est_inputs(c, rq);
+	if (t) {
+		/* A delayed-dequeue sleeper (v6.12+) stays queued, as the kernel counts it. */
+		t->queued = BPF_CORE_READ(p, se.on_rq) != 0;
+		if (!t->queued)
+			t->running = 0;
+		t->weight = BPF_CORE_READ(p, se.load.weight) >> PELT_WEIGHT_SHIFT;
+	}
+}
+
+SEC("fexit/enqueue_task_fair")
+int BPF_PROG(est_enqueued, struct rq *rq, struct task_struct *p, int flags)
+{
+	est_after(rq, p);
+	return 0;
+}
+
+SEC("fentry/dequeue_task_fair")
+int BPF_PROG(est_dequeue, struct rq *rq, struct task_struct *p, int flags)
+{
+	u64 now = pelt_clock(rq);
+	u32 cpu = BPF_CORE_READ(rq, cpu);
+	struct pelt_cpu *c = est_cpu(cpu, rq, now);
+	struct pelt_task *t = est_task(p, now, -1);
+
+	if (c)
+		pelt_cpu_update(c, now);
+	if (t && t->cpu == (s32)cpu)
+		pelt_task_update(t, now);
+	return 0;
+}
+
+SEC("fexit/dequeue_task_fair")
+int BPF_PROG(est_dequeued, struct rq *rq, struct task_struct *p, int flags)
+{
+	est_after(rq, p);
+	return 0;
+}
+
+/* The switch: prev stops running, next starts; the runqueue's curr changes. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(est_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	u32 cpu = bpf_get_smp_processor_id();
+	struct rq *rq = per_cpu_addr(ksym_runqueues, cpu);
+	u64 now = rq ? pelt_clock(rq) : 0;
+	struct pelt_cpu *c = est_cpu(cpu, rq, now);
+	struct pelt_task *t;
+
+	if (!c)
+		return 0;
+	sched_clock_offset = (s64)(BPF_CORE_READ(rq, clock) - bpf_ktime_get_ns());
+	pelt_cpu_update(c, now);
+	if ((t = est_task(prev, now, -1))) {
+		pelt_task_update(t, now);
+		t->running = 0;
+		t->stopped_ns = now;
+	}
+	if ((t = est_task(next, now, -1))) {
+		pelt_task_update(t, now);
+		t->running = t->queued && t->cpu == (s32)cpu;
+	}
+	est_inputs(c, rq);
+	return 0;
+}
+
+/* entity_tick() brings the runqueue's and the running task's averages to now. */
+SEC("fentry/task_tick_fair")
+int BPF_PROG(est_tick, struct rq *rq, struct task_struct *curr, int queued)
+{
+	u64 now = pelt_clock(rq);
+	struct pelt_cpu *c = est_cpu(BPF_CORE_READ(rq, cpu), rq, now);
+	struct pelt_task *t = est_task(curr, now, -1);
+
+	if (c)
+		pelt_cpu_update(c, now);
+	if (t)
+		pelt_task_update(t, now);
+	return 0;
+}
+
+/*
+ * Load balancing brings a CPU's blocked averages to now, idle or not
+ * (update_blocked_averages(), sched_balance_update_blocked_averages() from
+ * v6.10): the only update an idle CPU gets. The loader points this program
+ * at the kernel's name. It runs after the kernel let go of the rq lock, so
+ * it may race with an event of that CPU's runqueue on another CPU; a lost
+ * update is one more stale reading, as the kernel's own remote reads are.
+ */
+SEC("fexit/update_blocked_averages")
+int BPF_PROG(est_blocked, int cpu)
+{
+	struct rq *rq;
+	struct pelt_cpu *c;
+
+	if (cpu < 0 || !(rq = per_cpu_addr(ksym_runqueues, cpu)))
+		return 0;
+	c = est_cpu(cpu, rq, pelt_clock(rq));
+	if (c)
+		pelt_cpu_update(c, pelt_clock(rq));
+	return 0;
+}
+
+/* A dead task's averages leave its CPU's (task_dead_fair()), and its slot goes. */
+SEC("fentry/task_dead_fair")
+int BPF_PROG(est_dead, struct task_struct *p)
+{
+	s32 pid = BPF_CORE_READ(p, pid);
+	struct pelt_task *t = bpf_map_lookup_elem(&est_tasks, &pid);
+	struct pelt_cpu *old;
+
+	if (!t)
+		return 0;
+	if ((old = est_cpu_of_task(t)))
+		pelt_task_remove(old, t);
+	bpf_map_delete_elem(&est_tasks, &pid);
+	return 0;
+}
+
+/* The estimator's averages of p, if it has seen p queued. */
+static void read_task_est(struct task_struct *p, struct oracle_task *o)
+{
+	s32 pid = BPF_CORE_READ(p, pid);
+	struct pelt_task *t = bpf_map_lookup_elem(&est_tasks, &pid);
+
+	if (t) {
+		o->est_load_avg = t->avg.load_avg;
+		o->est_util_avg = t->avg.util_avg;
+	} else {
+		o->est_load_avg = ORACLE_NO_ESTIMATE;
+		o->est_util_avg = ORACLE_NO_ESTIMATE;
+	}
+}
+
 static void read_task(struct task_struct *p, struct oracle_task *t)
 {
 	struct task_struct *last;
@@ -171,6 +498,7 @@ static void read_task(struct task_struct *p, struct oracle_task *t)
 	t->nr_cpus_allowed = BPF_CORE_READ(p, nr_cpus_allowed);
 	mask = BPF_CORE_READ(p, cpus_ptr);
 	t->allowed = mask ? BPF_CORE_READ(mask, bits[0]) : 0;
+	read_task_est(p, t);
 }
 
 /* cfs's delayed sleepers and SCHED_IDLE tasks, named per version. */
@@ -230,6 +558,7 @@ static void read_volatile(struct rq *rq, struct oracle_cpu *c)
 static void read_cpu(u32 cpu, struct oracle_cpu *c)
 {
 	struct rq *rq = per_cpu_addr(ksym_runqueues, cpu);
+	struct pelt_cpu *est;
 
 	__builtin_memset(c, 0, sizeof(*c));
 	if (!rq)
@@ -239,6 +568,14 @@ static void read_cpu(u32 cpu, struct oracle_cpu *c)
 	c->avg_idle = BPF_CORE_READ(rq, avg_idle);
 	c->load_avg = BPF_CORE_READ(rq, cfs.avg.load_avg);
 	c->util_avg = BPF_CORE_READ(rq, cfs.avg.util_avg);
+	if (cpu < ORACLE_MAX_CPUS && (est = bpf_map_lookup_elem(&est_cpus, &cpu)) &&
+	    est->avg.last_update_time) {
+		c->est_load_avg = est->avg.load_avg;
+		c->est_util_avg = est->avg.util_avg;
+	} else {
+		c->est_load_avg = c->load_avg;
+		c->est_util_avg = c->util_avg;
+	}
 	read_cfs_counts(rq, c);
 	read_llc(cpu, c);
 }

@@ -32,6 +32,8 @@ enum oracle_consts {
 
 /* A u32 field the running kernel does not have. */
 #define ORACLE_UNKNOWN	0xffffffffU
+/* An estimate the estimator does not have (a task it has not seen queued). */
+#define ORACLE_NO_ESTIMATE	0xffffffffffffffffULL
 
 /* The waker's context, as the engine's WakerContext. */
 enum oracle_context {
@@ -56,6 +58,9 @@ struct oracle_cpu {
 	u8 pad;
 	u32 nr_idle_scan;	/* its sd_llc_shared->nr_idle_scan (SIS_UTIL, v6.0+);
 				 * ORACLE_UNKNOWN where the kernel has none */
+	/* The estimator's (bpf/pelt.bpf.h) load_avg and util_avg of it. */
+	u64 est_load_avg;
+	u64 est_util_avg;
 };
 
 struct oracle_task {
@@ -69,6 +74,15 @@ struct oracle_task {
 	s32 last_wakee_pid;	/* 0 = none */
 	u32 nr_cpus_allowed;
 	u32 flags;		/* p->flags (PF_KTHREAD, PF_EXITING) */
+	u32 pad;
+	/*
+	 * The estimator's (bpf/pelt.bpf.h) load_avg and util_avg of it;
+	 * ORACLE_NO_ESTIMATE for a task it has not seen queued (the live
+	 * estimator would start from the kernel's averages, in load_avg and
+	 * util_avg above).
+	 */
+	u64 est_load_avg;
+	u64 est_util_avg;
 };
 
 struct oracle_record {

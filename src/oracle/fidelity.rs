@@ -51,18 +51,17 @@ impl Inputs {
 /// these inputs, not on the kernel's.
 ///
 /// Replaced (kernel's value → the agent's):
-/// - CPU `load`: the cfs runqueue's PELT `load_avg` → runnable tasks × 1024 (nice-0 weight),
-///   i.e. `(nr_running - nr_delayed) × 1024`: the agent's delayed-dequeue emulation adds its
-///   sleepers to `nr_running` and not to the load;
+/// - CPU `load` and `util`: the cfs runqueue's PELT `load_avg` and `util_avg` → the state
+///   estimator's (bpf/pelt.bpf.h, fed the recorded kernel's own events), where the record
+///   carries it.  A record without it takes runnable tasks × 1024 for the load, i.e.
+///   `(nr_running - nr_delayed) × 1024`, and the kernel's util;
 /// - CPU `capacity`: `rq->cpu_capacity`, less what RT, IRQ and thermal pressure take → 0, the
 ///   topology's original capacity (BPF reads no `capacity_of()`);
 /// - CPU `sched_idle_only`: the runqueue holds only SCHED_IDLE tasks → false (the agent
 ///   keeps no count of them);
-/// - wakee `load`: its PELT `load_avg` → its nice weight (`p->scx.weight` × 1024 / 100).  A
-///   record has no nice level: every task counts as nice 0, 1024, which the recorded
-///   workloads are (kernel threads at other nice levels are not);
-/// - wakee `util`: `util_avg` → 0 (the agent never sets it; only asymmetric-capacity
-///   placement, which the engine does not model, reads it);
+/// - wakee `load` and `util`: its PELT averages → the estimator's, where the record carries
+///   them.  Without: its nice weight (`p->scx.weight` × 1024 / 100; a record has no nice
+///   level, and every task counts as nice 0, 1024) and 0;
 /// - wakee `is_per_cpu_kthread` → false (the agent learns it for wakers only; the engine
 ///   reads the waker's);
 /// - waker `load`: `current`'s PELT `load_avg` → 1024 (a waker's message carries no weight;
@@ -77,10 +76,9 @@ impl Inputs {
 ///   read the kernel's).
 ///
 /// The kernel's, because the agent's value comes from its history and no single record
-/// holds it: CPU `util` (the agent's own 32 ms average of its tasks' running time, and the
-///   depth SIS_UTIL derives from it), `avg_idle_ns` (its own average of the idle periods BPF
-///   reports), `idle_exit_ns` (not recorded; SIS_PROP's `wake_avg_idle` of v5.14-v6.6 reads
-///   it), `nr_delayed` (its own emulation of delayed dequeue), `idle`, `nr_running` and
+/// holds it: `avg_idle_ns` (its own average of the idle periods BPF reports),
+///   `idle_exit_ns` (not recorded; SIS_PROP's `wake_avg_idle` of v5.14-v6.6 reads it),
+///   `nr_delayed` (its own emulation of delayed dequeue), `idle`, `nr_running` and
 ///   `ttwu_pending` (BPF's reading, a batch later, with the agent's own corrections for its
 ///   CPU, its decisions in flight and CPUs freed after the wake-up was selected); the LLC's
 ///   `avg_scan_cost_ns` (the engine's emulated cost of its own past scans); the wakee's and
@@ -89,10 +87,7 @@ impl Inputs {
 ///   the wake-up's flags, context and CPUs, and the waker's `is_per_cpu_kthread` (the same
 ///   facts, from BPF).
 ///
-/// Where a record will carry the agent's own estimate of a field (the state estimator that
-/// `oracle record` is to run beside the kernel), that estimate belongs here in place of the
-/// stand-in.  CPU states that do not resolve on `topo` are left as they are, for the replay to
-/// report.
+/// CPU states that do not resolve on `topo` are left as they are, for the replay to report.
 pub fn live_view(rec: TraceRecord, topo: &Topology) -> TraceRecord {
     with_stand_ins(rec, topo, &StandIn::ALL)
 }
@@ -104,15 +99,17 @@ pub fn live_view(rec: TraceRecord, topo: &Topology) -> TraceRecord {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StandIn {
-    /// CPU `load`: runnable tasks x 1024.
+    /// CPU `load`: the estimator's, else runnable tasks x 1024.
     CpuLoad,
+    /// CPU `util`: the estimator's, else the kernel's.
+    CpuUtil,
     /// CPU `capacity`: the original capacity.
     CpuCapacity,
     /// CPU `sched_idle_only`: false.
     SchedIdleOnly,
-    /// Wakee `load`: its nice weight.
+    /// Wakee `load`: the estimator's, else its nice weight.
     WakeeLoad,
-    /// Wakee `util`: 0.
+    /// Wakee `util`: the estimator's, else 0.
     WakeeUtil,
     /// Wakee `is_per_cpu_kthread`: false.
     WakeeKthread,
@@ -125,8 +122,9 @@ pub enum StandIn {
 }
 
 impl StandIn {
-    pub const ALL: [StandIn; 9] = [
+    pub const ALL: [StandIn; 10] = [
         StandIn::CpuLoad,
+        StandIn::CpuUtil,
         StandIn::CpuCapacity,
         StandIn::SchedIdleOnly,
         StandIn::WakeeLoad,
@@ -140,6 +138,7 @@ impl StandIn {
     pub fn name(self) -> &'static str {
         match self {
             StandIn::CpuLoad => "cpu_load",
+            StandIn::CpuUtil => "cpu_util",
             StandIn::CpuCapacity => "cpu_capacity",
             StandIn::SchedIdleOnly => "sched_idle_only",
             StandIn::WakeeLoad => "wakee_load",
@@ -156,16 +155,29 @@ impl StandIn {
 /// CPU states that do not resolve on `topo` are left as they are, for the replay to report.
 pub fn with_stand_ins(mut rec: TraceRecord, topo: &Topology, set: &[StandIn]) -> TraceRecord {
     let has = |s: StandIn| set.contains(&s);
-    if (has(StandIn::CpuLoad) || has(StandIn::CpuCapacity) || has(StandIn::SchedIdleOnly))
-        && let Ok(cpus) = rec.cpus.resolve(topo.nr_cpus())
+    let nr = topo.nr_cpus();
+    let est = rec
+        .estimated
+        .clone()
+        .filter(|e| e.cpu_load.len() == nr && e.cpu_util.len() == nr);
+    if (has(StandIn::CpuLoad)
+        || has(StandIn::CpuUtil)
+        || has(StandIn::CpuCapacity)
+        || has(StandIn::SchedIdleOnly))
+        && let Ok(cpus) = rec.cpus.resolve(nr)
     {
         let live: Vec<CpuSnapshot> = cpus
             .into_iter()
-            .map(|s| CpuSnapshot {
-                load: if has(StandIn::CpuLoad) {
-                    u64::from(s.nr_running.saturating_sub(s.nr_delayed)) * NICE_0_LOAD
-                } else {
-                    s.load
+            .enumerate()
+            .map(|(i, s)| CpuSnapshot {
+                load: match &est {
+                    _ if !has(StandIn::CpuLoad) => s.load,
+                    Some(e) => e.cpu_load[i],
+                    None => u64::from(s.nr_running.saturating_sub(s.nr_delayed)) * NICE_0_LOAD,
+                },
+                util: match &est {
+                    Some(e) if has(StandIn::CpuUtil) => e.cpu_util[i],
+                    _ => s.util,
                 },
                 capacity: if has(StandIn::CpuCapacity) {
                     0
@@ -186,11 +198,18 @@ pub fn with_stand_ins(mut rec: TraceRecord, topo: &Topology, set: &[StandIn]) ->
             llc.nr_idle_scan = None;
         }
     }
+    let (task_load, task_util) = match &rec.estimated {
+        Some(e) => (
+            e.task_load.unwrap_or(rec.task.load),
+            e.task_util.unwrap_or(rec.task.util),
+        ),
+        None => (NICE_0_LOAD, 0),
+    };
     if has(StandIn::WakeeLoad) {
-        rec.task.load = NICE_0_LOAD;
+        rec.task.load = task_load;
     }
     if has(StandIn::WakeeUtil) {
-        rec.task.util = 0;
+        rec.task.util = task_util;
     }
     if has(StandIn::WakeeKthread) {
         rec.task.is_per_cpu_kthread = false;
@@ -609,5 +628,145 @@ impl Discrimination {
                 }
             );
         }
+    }
+}
+
+/// How far the state estimator's averages (bpf/pelt.bpf.h) are from the kernel's, over the
+/// records that carry both.  An error is relative to the kernel's value, or to 1024 where
+/// the kernel's is smaller: one nice-0 task's whole load, one CPU's whole util (relative
+/// error near 0 says nothing: an idle CPU's load of 3 against 1 is 200%).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct EstimateErrors {
+    /// Every CPU of every record.
+    pub cpu_load: ErrorSpread,
+    pub cpu_util: ErrorSpread,
+    /// The wakee of every record whose task the estimator had seen queued.
+    pub task_load: ErrorSpread,
+    pub task_util: ErrorSpread,
+}
+
+impl EstimateErrors {
+    /// `rec`'s estimates against its kernel values (`rec` as recorded, before any view).
+    pub fn add(&mut self, rec: &TraceRecord, topo: &Topology) {
+        let nr = topo.nr_cpus();
+        let Some(e) = rec
+            .estimated
+            .as_ref()
+            .filter(|e| e.cpu_load.len() == nr && e.cpu_util.len() == nr)
+        else {
+            return;
+        };
+        let Ok(cpus) = rec.cpus.resolve(nr) else {
+            return;
+        };
+        for (i, s) in cpus.iter().enumerate() {
+            self.cpu_load.add(e.cpu_load[i], s.load);
+            self.cpu_util
+                .add(u64::from(e.cpu_util[i]), u64::from(s.util));
+        }
+        if let Some(l) = e.task_load {
+            self.task_load.add(l, rec.task.load);
+        }
+        if let Some(u) = e.task_util {
+            self.task_util.add(u64::from(u), u64::from(rec.task.util));
+        }
+    }
+
+    pub fn merge(&mut self, o: &EstimateErrors) {
+        self.cpu_load.merge(&o.cpu_load);
+        self.cpu_util.merge(&o.cpu_util);
+        self.task_load.merge(&o.task_load);
+        self.task_util.merge(&o.task_util);
+    }
+
+    pub fn render(&self, o: &mut String) {
+        if self.cpu_load.n == 0 {
+            return;
+        }
+        let _ = writeln!(
+            o,
+            "  estimator's error from the kernel's averages (relative to the kernel's value, \
+             or to 1024 where it is smaller): field, values, p50, p99"
+        );
+        for (name, e) in [
+            ("cpu load_avg", &self.cpu_load),
+            ("cpu util_avg", &self.cpu_util),
+            ("wakee load_avg", &self.task_load),
+            ("wakee util_avg", &self.task_util),
+        ] {
+            let pct = |q| match e.quantile(q) {
+                Some(v) => format!("{v:.1}%"),
+                None => "-".into(),
+            };
+            let _ = writeln!(
+                o,
+                "    {name:<16} {:>9} {:>7} {:>7}",
+                e.n,
+                pct(0.5),
+                pct(0.99)
+            );
+        }
+    }
+}
+
+/// Relative errors in 0.1% steps up to 100%, and how many were beyond.
+#[derive(Clone, Debug, Default)]
+pub struct ErrorSpread {
+    pub n: u64,
+    /// Entry k counts errors in [k, k+1) tenths of a percent; the last, 100% and more.
+    tenths: Vec<u64>,
+}
+
+const ERROR_STEPS: usize = 1001;
+
+impl ErrorSpread {
+    pub fn add(&mut self, estimate: u64, kernel: u64) {
+        if self.tenths.is_empty() {
+            self.tenths = vec![0; ERROR_STEPS];
+        }
+        let err = estimate.abs_diff(kernel) as f64 / kernel.max(1024) as f64;
+        let k = ((err * 1000.0) as usize).min(ERROR_STEPS - 1);
+        self.tenths[k] += 1;
+        self.n += 1;
+    }
+
+    pub fn merge(&mut self, o: &ErrorSpread) {
+        if o.n == 0 {
+            return;
+        }
+        if self.tenths.is_empty() {
+            self.tenths = vec![0; ERROR_STEPS];
+        }
+        for (a, b) in self.tenths.iter_mut().zip(&o.tenths) {
+            *a += b;
+        }
+        self.n += o.n;
+    }
+
+    /// The `q` quantile in percent, to the step's upper edge (100 = 100% or more).
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.n == 0 {
+            return None;
+        }
+        let want = ((self.n as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (k, c) in self.tenths.iter().enumerate() {
+            seen += c;
+            if seen >= want {
+                return Some(((k + 1) as f64 / 10.0).min(100.0));
+            }
+        }
+        Some(100.0)
+    }
+}
+
+impl Serialize for ErrorSpread {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("ErrorSpread", 3)?;
+        st.serialize_field("n", &self.n)?;
+        st.serialize_field("p50_pct", &self.quantile(0.5))?;
+        st.serialize_field("p99_pct", &self.quantile(0.99))?;
+        st.end()
     }
 }

@@ -25,10 +25,10 @@ use serde::Serialize;
 
 use crate::explain::{ExplainReport, PolicyOverride, Question};
 use crate::policy::{
-    CpuSet, CpuSnapshot, CpuStates, LlcStateInput, PolicySpec, TaskState, Topology, TopologyInput,
-    TraceRecord, WakeCtx, WakeInput, WakerContext,
+    CpuSet, CpuSnapshot, CpuStates, Estimated, LlcStateInput, PolicySpec, TaskState, Topology,
+    TopologyInput, TraceRecord, WakeCtx, WakeInput, WakerContext,
 };
-pub use fidelity::{Discrimination, Fidelity, Inputs, StandInCosts};
+pub use fidelity::{Discrimination, EstimateErrors, Fidelity, Inputs, StandInCosts};
 
 /// `scx_wakelab oracle`: record the kernel's own placements, or compare them with the engine.
 #[derive(Debug, clap::Args)]
@@ -132,6 +132,9 @@ pub struct SampleCpu {
     pub load_avg: u64,
     /// `rq->cfs.avg.util_avg`, which SIS_UTIL's depth and capacity checks read.
     pub util_avg: u64,
+    /// The state estimator's `load_avg` and `util_avg` of it (bpf/pelt.bpf.h).
+    pub est_load_avg: u64,
+    pub est_util_avg: u64,
     /// `rq->avg_idle` in ns (SIS_PROP before v5.14).
     pub avg_idle: u64,
     /// `rq->nr_running`, every class, delayed sleepers included.
@@ -184,6 +187,10 @@ pub struct SampleTask {
     pub last_wakee_pid: i32,
     pub load_avg: u64,
     pub util_avg: u64,
+    /// The state estimator's `load_avg` and `util_avg` of it (bpf/pelt.bpf.h); `None` for
+    /// a task it has not seen queued.
+    pub est_load_avg: Option<u64>,
+    pub est_util_avg: Option<u64>,
     pub nr_cpus_allowed: u32,
     pub allowed: u64,
 }
@@ -338,8 +345,18 @@ impl Sample {
                     .filter(|&c| self.changed_cpus & (1u64 << c) != 0)
                     .collect(),
             ),
+            estimated: Some(Estimated {
+                cpu_load: self.cpus.iter().map(|c| c.est_load_avg).collect(),
+                cpu_util: self.cpus.iter().map(|c| util_u32(c.est_util_avg)).collect(),
+                task_load: self.wakee.est_load_avg,
+                task_util: self.wakee.est_util_avg.map(util_u32),
+            }),
         })
     }
+}
+
+fn util_u32(v: u64) -> u32 {
+    v.min(u32::MAX as u64) as u32
 }
 
 /// What kind of placement a record is, for the per-kind rows.
@@ -598,6 +615,8 @@ pub struct FileComparison {
     pub skipped_at_end: usize,
     pub race: RaceTally,
     pub seeds: SeedRates,
+    /// The state estimator's averages against the kernel's (records that carry them).
+    pub estimates: EstimateErrors,
 }
 
 fn chain_text(report: &ExplainReport) -> String {
@@ -639,12 +658,17 @@ pub fn compare_file(
         .map_err(|e| crate::exit::BadInput(format!("cannot read {}: {e}", file.display())))?;
     let name = file.display().to_string();
     let base = file.parent().map(|p| p.to_path_buf()).unwrap_or_default();
+    let mut estimates = EstimateErrors::default();
     c.skipped_at_end = crate::explain::for_each_resolved(
         std::io::BufReader::with_capacity(1 << 16, reader),
         &name,
         &base,
         cli,
-        |rec, topo| opts.inputs.view(rec, topo),
+        |rec, topo| {
+            // The estimates against the record's own values, before a view replaces them.
+            estimates.add(&rec, topo);
+            opts.inputs.view(rec, topo)
+        },
         |line, rec, inputs| {
             let report = &crate::explain::explain(inputs);
             if c.preset.is_empty() {
@@ -697,6 +721,7 @@ pub fn compare_file(
             Ok(())
         },
     )?;
+    c.estimates = estimates;
     Ok(c)
 }
 
@@ -759,6 +784,7 @@ impl FileComparison {
         }
         self.race.render(&mut o);
         self.seeds.render(&mut o);
+        self.estimates.render(&mut o);
         for (line, kernel, engine, chain) in &self.examples {
             let _ = writeln!(
                 o,
@@ -792,12 +818,14 @@ pub fn compare_into(
     let mut fidelity = Fidelity::default();
     let mut discrimination = Discrimination::default();
     let mut stand_ins = StandInCosts::default();
+    let mut estimates = EstimateErrors::default();
     for f in files {
         let c = compare_file(f, opts)?;
         total.records += c.total.records;
         total.agree += c.total.agree;
         race.merge(&c.race);
         seeds.merge(&c.seeds);
+        estimates.merge(&c.estimates);
         fidelity.merge(&c.fidelity);
         if let Some(d) = &c.discrimination {
             discrimination.merge(d);
@@ -817,6 +845,7 @@ pub fn compare_into(
         stand_ins.render(&mut out);
         race.render(&mut out);
         seeds.render(&mut out);
+        estimates.render(&mut out);
     }
     let _ = writeln!(
         out,

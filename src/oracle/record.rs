@@ -63,18 +63,35 @@ fn wait_readable(epoll_fd: i32, ms: i32) -> Result<()> {
 }
 const HOOK: &str = "select_task_rq_fair";
 
-/// How many parameters the kernel's select_task_rq_fair() takes (3 from v5.11, 4 before).
-fn hook_arity() -> Result<usize> {
+/// The blocked-average update of load balancing, by the names it has had (renamed in
+/// v6.10): the state estimator's only update of an idle CPU (bpf/oracle.bpf.c).
+const BLOCKED_UPDATE: [&str; 2] = [
+    "sched_balance_update_blocked_averages",
+    "update_blocked_averages",
+];
+
+/// How many parameters the kernel's select_task_rq_fair() takes (3 from v5.11, 4 before),
+/// and the name of its blocked-average update, if BTF has one.
+fn hook_arity() -> Result<(usize, Option<&'static str>)> {
     use libbpf_rs::btf::types::{Func, FuncProto};
     use libbpf_rs::btf::{Btf, ReferencesType};
     let btf = Btf::from_vmlinux().context("reading the kernel's BTF")?;
+    let blocked = BLOCKED_UPDATE
+        .into_iter()
+        .find(|n| btf.type_by_name::<Func>(n).is_some());
     let func: Func = btf
         .type_by_name(HOOK)
         .ok_or_else(|| anyhow!("{HOOK} is not in this kernel's BTF: the oracle cannot attach"))?;
     let proto: FuncProto = btf
         .type_by_id(func.referenced_type_id())
         .ok_or_else(|| anyhow!("{HOOK}'s BTF has no prototype"))?;
-    Ok(proto.len())
+    Ok((proto.len(), blocked))
+}
+
+/// An estimate, or `None` for ORACLE_NO_ESTIMATE (all ones; bindgen types the macro as
+/// i32 -1, hence the cast).
+fn estimate(v: u64) -> Option<u64> {
+    (v != intf::ORACLE_NO_ESTIMATE as u64).then_some(v)
 }
 
 fn task_of(t: &intf::oracle_task) -> SampleTask {
@@ -87,6 +104,8 @@ fn task_of(t: &intf::oracle_task) -> SampleTask {
         last_wakee_pid: t.last_wakee_pid,
         load_avg: t.load_avg,
         util_avg: t.util_avg,
+        est_load_avg: estimate(t.est_load_avg),
+        est_util_avg: estimate(t.est_util_avg),
         nr_cpus_allowed: t.nr_cpus_allowed,
         allowed: t.allowed,
     }
@@ -126,6 +145,8 @@ fn parse(data: &[u8]) -> Option<Sample> {
             .map(|c| SampleCpu {
                 load_avg: c.load_avg,
                 util_avg: c.util_avg,
+                est_load_avg: c.est_load_avg,
+                est_util_avg: c.est_util_avg,
                 avg_idle: c.avg_idle,
                 nr_running: c.nr_running,
                 nr_delayed: c.nr_delayed,
@@ -212,6 +233,8 @@ fn release() -> String {
 struct Target {
     /// How many parameters the hook takes (3 or 4).
     arity: usize,
+    /// The kernel's name of the blocked-average update (`BLOCKED_UPDATE`), if it has one.
+    blocked_update: Option<&'static str>,
     topo: Topology,
     release: String,
     /// The preset records are replayed with, and how sure that is.
@@ -256,7 +279,7 @@ fn find_target() -> Result<Target> {
     if !Path::new(BTF_PATH).exists() {
         bail!("this kernel has no BTF ({BTF_PATH} is missing): the oracle cannot attach");
     }
-    let arity = hook_arity()?;
+    let (arity, blocked_update) = hook_arity()?;
     if arity != 3 && arity != 4 {
         bail!(
             "{HOOK} takes {arity} parameters here; the oracle knows the 3- and 4-parameter forms"
@@ -275,6 +298,7 @@ fn find_target() -> Result<Target> {
     let (preset, why) = preset_for_release(&release);
     Ok(Target {
         arity,
+        blocked_update,
         topo,
         release,
         preset,
@@ -308,6 +332,21 @@ fn load_and_attach<'obj>(
     open.progs.oracle_exit3.set_autoload(three);
     open.progs.oracle_enter4.set_autoload(!three);
     open.progs.oracle_exit4.set_autoload(!three);
+    match target.blocked_update {
+        Some(name) => open
+            .progs
+            .est_blocked
+            .set_attach_target(0, Some(name.to_string()))
+            .context("pointing the estimator at the blocked-average update")?,
+        None => {
+            log::warn!(
+                "oracle: no {} in this kernel's BTF: the estimator leaves idle CPUs' blocked \
+                 load undecayed",
+                BLOCKED_UPDATE.join(" or ")
+            );
+            open.progs.est_blocked.set_autoload(false);
+        }
+    }
     let mut skel = open.load().map_err(load_error)?;
     skel.attach()
         .with_context(|| format!("attaching to {HOOK} (fentry/fexit)"))?;

@@ -16,10 +16,13 @@ fn topo(nr: usize) -> Topology {
     Topology::from_shape(1, 1, nr, 1).unwrap()
 }
 
+/// A CPU running one task; the estimator (bpf/pelt.bpf.h) holds what the kernel does.
 fn busy() -> SampleCpu {
     SampleCpu {
         load_avg: 1024,
         util_avg: 900,
+        est_load_avg: 1024,
+        est_util_avg: 900,
         nr_running: 1,
         capacity: 1024,
         llc: SampleLlc {
@@ -36,6 +39,8 @@ fn idle() -> SampleCpu {
         avg_idle: 1_000_000,
         load_avg: 0,
         util_avg: 0,
+        est_load_avg: 0,
+        est_util_avg: 0,
         nr_running: 0,
         ..busy()
     }
@@ -486,6 +491,11 @@ fn with_every_stand_in_field(t: &Topology) -> TraceRecord {
     s.wakee.nr_cpus_allowed = 1;
     s.wakee.util_avg = 50;
     s.waker.allowed = 0x1;
+    // The estimator's own view of CPU 1 and of the wakee.
+    s.cpus[1].est_load_avg = 2222;
+    s.cpus[1].est_util_avg = 333;
+    s.wakee.est_load_avg = Some(700);
+    s.wakee.est_util_avg = Some(70);
     s.to_trace(0, t, &TopologyInput::from_topology(t), "mainline", 250)
         .unwrap()
 }
@@ -499,18 +509,18 @@ fn the_live_view_replaces_only_what_the_agent_computes_otherwise() {
     assert!(kernel_cpus[1].sched_idle_only && rec.task.is_per_cpu_kthread);
     let live = fidelity::live_view(rec.clone(), &t);
     let cpus = live.cpus.resolve(4).unwrap();
-    // Runnable tasks x 1024: the delayed sleeper counts in nr_running, not in the load.
+    // The estimator's loads and utils (the kernel's are 100, 1024, 3000, 1024 and 900).
     assert_eq!(
-        cpus.iter().map(|c| c.load).collect::<Vec<_>>(),
-        [1024, 2048, 1024, 1024]
+        cpus.iter().map(|c| (c.load, c.util)).collect::<Vec<_>>(),
+        [(1024, 900), (2222, 333), (1024, 900), (1024, 900)]
     );
     assert_eq!(cpus[1].capacity, 0);
     assert!(!cpus[1].sched_idle_only);
-    // The kernel's own: util, avg_idle, the counts, the delayed sleeper.
+    // The kernel's own: avg_idle, the counts, the delayed sleeper.
     for (k, l) in kernel_cpus.iter().zip(&cpus) {
         assert_eq!(
-            (l.util, l.avg_idle_ns, l.nr_running, l.nr_delayed, l.idle),
-            (k.util, k.avg_idle_ns, k.nr_running, k.nr_delayed, k.idle)
+            (l.avg_idle_ns, l.nr_running, l.nr_delayed, l.idle),
+            (k.avg_idle_ns, k.nr_running, k.nr_delayed, k.idle)
         );
     }
     let kernel_llc = &rec.llc_state.as_ref().unwrap()[0];
@@ -523,7 +533,7 @@ fn the_live_view_replaces_only_what_the_agent_computes_otherwise() {
     assert_eq!(llc.avg_scan_cost_ns, Some(777));
     assert_eq!(
         (live.task.load, live.task.util, live.task.is_per_cpu_kthread),
-        (1024, 0, false)
+        (700, 70, false)
     );
     assert_eq!(live.task.recent_used_cpu, rec.task.recent_used_cpu);
     assert_eq!(live.task.wakee_flips, rec.task.wakee_flips);
@@ -542,6 +552,22 @@ fn the_live_view_replaces_only_what_the_agent_computes_otherwise() {
     assert_eq!(back, rec);
     // The kernel's inputs are the record itself.
     assert_eq!(Inputs::Kernel.view(rec.clone(), &t), rec);
+
+    // A record without the estimator's values (an older recorder): runnable tasks x 1024,
+    // the delayed sleeper counted in nr_running and not in the load, the kernel's util,
+    // and the wakee at its nice weight with no util.
+    let old = TraceRecord {
+        estimated: None,
+        ..rec.clone()
+    };
+    let live = fidelity::live_view(old, &t);
+    assert_eq!(
+        (live.cpus.resolve(4).unwrap().iter())
+            .map(|c| (c.load, c.util))
+            .collect::<Vec<_>>(),
+        [(1024, 900), (2048, 900), (1024, 900), (1024, 900)]
+    );
+    assert_eq!((live.task.load, live.task.util), (1024, 0));
 }
 
 /// Each stand-in changes its own fields alone: the same record with every stand-in put in
@@ -564,7 +590,7 @@ fn each_stand_in_replaces_its_own_fields_only() {
     let cpus = load.cpus.resolve(4).unwrap();
     assert_eq!(
         (cpus[1].load, cpus[1].capacity, cpus[1].sched_idle_only),
-        (2048, 800, true)
+        (2222, 800, true)
     );
     let names: Vec<&str> = StandIn::ALL.iter().map(|s| s.name()).collect();
     let mut unique = names.clone();
@@ -791,5 +817,47 @@ fn inputs_is_kernel_or_live() {
     assert!(
         e.starts_with("--stand-ins replays the kernel's inputs"),
         "{e}"
+    );
+}
+
+/// The estimator's error: relative to the kernel's value, or to 1024 below it; the
+/// quantiles to a tenth of a percent; the wakee only where the estimator has seen it.
+#[test]
+fn the_estimators_error_is_reported_beside_the_kernels_values() {
+    let mut e = fidelity::ErrorSpread::default();
+    assert_eq!(e.quantile(0.5), None);
+    for (est, kernel) in [(2000, 2000), (2020, 2000), (2100, 2000), (0, 100), (512, 0)] {
+        e.add(est, kernel);
+    }
+    // Errors 0, 1%, 5%, 9.8% (100 of 1024), 50% (512 of 1024).
+    assert_eq!(e.n, 5);
+    assert_eq!(e.quantile(0.5), Some(5.1));
+    assert_eq!(e.quantile(0.99), Some(50.1));
+
+    let t = topo(4);
+    let rec = with_every_stand_in_field(&t);
+    let mut errs = fidelity::EstimateErrors::default();
+    errs.add(&rec, &t);
+    // Estimates 1024, 2222, 1024, 1024 against 100, 1024, 3000, 1024: 90.2% (of 1024),
+    // 117% (beyond the scale), 65.9% (of 3000), 0.
+    assert_eq!(errs.cpu_load.n, 4);
+    assert_eq!(errs.cpu_load.quantile(0.5), Some(65.9));
+    assert_eq!(errs.cpu_load.quantile(0.99), Some(100.0));
+    // The wakee: 700 against 300, 400 of 1024.
+    assert_eq!(errs.task_load.quantile(0.5), Some(39.1));
+    let mut unseen = rec.clone();
+    unseen.estimated.as_mut().unwrap().task_load = None;
+    let mut errs = fidelity::EstimateErrors::default();
+    errs.add(&unseen, &t);
+    assert_eq!(errs.task_load.n, 0);
+    let mut out = String::new();
+    errs.render(&mut out);
+    assert!(
+        out.contains("    cpu load_avg             4   65.9%  100.0%\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("    wakee load_avg           0       -       -\n"),
+        "{out}"
     );
 }

@@ -150,8 +150,9 @@ pub use topology::{
     TopologySpec,
 };
 pub use trace::{
-    CpuBase, CpuState, CpuStateMap, CpuStateValue, CpuStates, DEFAULT_WAKER_PID, LlcStateInput,
-    MAX_OVERRIDES, TopologyInput, TraceRecord, WakeInput, WakeKind, parse_shape, policy_spec_of,
+    CpuBase, CpuState, CpuStateMap, CpuStateValue, CpuStates, DEFAULT_WAKER_PID, Estimated,
+    LlcStateInput, MAX_OVERRIDES, TopologyInput, TraceRecord, WakeInput, WakeKind, parse_shape,
+    policy_spec_of,
 };
 pub use types::{
     CpuSnapshot, TaskState, WAKE_EXEC, WAKE_FORK, WAKE_SYNC, WAKE_TTWU, WakeCtx, WakerContext,

@@ -647,6 +647,27 @@ pub struct TraceRecord {
     /// so that it may have read other state than `cpus` (absent = not measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changed_cpus: Option<Vec<usize>>,
+    /// The kernel oracle's: the state estimator's values (bpf/pelt.bpf.h) beside the
+    /// kernel's, which `cpus` and `task` hold (absent = not estimated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated: Option<Estimated>,
+}
+
+/// What the state estimator (bpf/pelt.bpf.h), fed the recorded kernel's own events, held
+/// when the kernel decided: the load and util averages the live agent decides on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Estimated {
+    /// Each CPU's `load_avg`, by CPU.
+    pub cpu_load: Vec<u64>,
+    /// Each CPU's `util_avg`, by CPU.
+    pub cpu_util: Vec<u32>,
+    /// The wakee's `load_avg` and `util_avg`; absent for a task the estimator has not seen
+    /// queued since recording began (the live one would start from the kernel's, `task`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_load: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_util: Option<u32>,
 }
 
 impl TraceRecord {
@@ -682,6 +703,7 @@ impl TraceRecord {
             wake: WakeInput::from_ctx(wake),
             recorded_cpu: decision.cpu,
             changed_cpus: None,
+            estimated: None,
             recorded_chain: decision
                 .chain
                 .names()
