@@ -226,6 +226,12 @@ struct wakeup_msg {
 	u64 enqueue_mono_ns;	/* the same moment on CLOCK_MONOTONIC (wl_hop) */
 	u64 handoff_seq;	/* WL_MSG_HANDOFF: the wake-up's handoff slot */
 	u64 weight;		/* p->scx.weight (100 = nice 0) */
+	/*
+	 * The state estimator's load_avg and util_avg of the task as it went
+	 * to sleep (bpf/estimator.bpf.c): what select_task_rq_fair() reads.
+	 */
+	u64 est_load_avg;
+	u64 est_util_avg;
 	u64 exec_runtime;	/* ns run since the task last went to sleep
 				 * (WL_MSG_SLEEP: ns run in the period that
 				 * just ended) */
@@ -283,13 +289,6 @@ struct cpu_state {
 	 * was busy then.
 	 */
 	u64 free_since_ns;
-	/*
-	 * Time our tasks (not the agent) have run here, summed at each stop,
-	 * and when the one running now started (0 if none): the agent turns
-	 * them into a PELT-like utilisation for SIS_UTIL.
-	 */
-	u64 busy_ns;
-	u64 run_start_ns;
 	s32 curr_pid;		/* task running there (0 = idle) */
 	u32 curr_policy;	/* its scheduling policy (SCHED_IDLE = 5) */
 	u32 idle;		/* ops.update_idle() said idle */
@@ -305,6 +304,13 @@ struct cpu_state {
 	u32 scx_nr_running;	/* rq->scx.nr_running */
 	u32 ttwu_pending;	/* rq->ttwu_pending: queued wake-up in flight */
 	u32 dsq_queued;		/* tasks waiting in this CPU's DSQ */
+	/*
+	 * The state estimator's load_avg and util_avg of the CPU, as of its
+	 * last update (bpf/estimator.bpf.c): cpu_load() and cpu_util_cfs()
+	 * as the fair class would have them for our tasks.
+	 */
+	u64 est_load_avg;
+	u64 est_util_avg;
 };
 
 /*

@@ -47,8 +47,11 @@
  * included below in the order of their dependencies:
  *
  *   counters.bpf.h   the counters and histograms the agent reads for stats
+ *   pelt.bpf.h       the state estimator's arithmetic (PELT, as the kernel's)
  *   state.bpf.h      task_ctx, the per-CPU table the agent reads, the queue
  *                    hints, the object's maps
+ *   estimator.bpf.c  the estimator fed by our callbacks: each CPU's and
+ *                    task's load and util averages for the agent
  *   agent.bpf.c      the agent as a task: who it is, when it has work, where
  *                    it runs, how it is woken, whether it keeps up
  *   balance.bpf.c    the newly-idle pull, the idle balance, the own-wakee wait
@@ -129,7 +132,9 @@ const volatile bool handoff_on;
  * The parts (see above).
  */
 #include "counters.bpf.h"
+#include "pelt.bpf.h"
 #include "state.bpf.h"
+#include "estimator.bpf.c"
 #include "agent.bpf.c"
 #include "balance.bpf.c"
 #include "decisions.bpf.c"
@@ -402,6 +407,7 @@ void BPF_STRUCT_OPS(wakelab_tick, struct task_struct *p)
 
 	if (is_agent(p))
 		return;
+	est_bring_to_now(p, false);
 	/*
 	 * The agent's home CPU runs a task while the agent has work: that
 	 * task's sync wake-up promised to sleep (wake_agent() let it be) and
@@ -444,10 +450,9 @@ void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
 		wl_shared.agent_cpu = cpu;
 		return;
 	}
-	if (cs) {
+	if (cs)
 		cs->free_since_ns = 0;
-		cs->run_start_ns = now;
-	}
+	est_running(p, cpu);
 	tctx = lookup_task_ctx(p);
 	if (!tctx)
 		return;
@@ -477,6 +482,7 @@ void BPF_STRUCT_OPS(wakelab_stopping, struct task_struct *p, bool runnable)
 	if (is_agent(p))
 		return;
 	now = scx_bpf_now();
+	est_bring_to_now(p, true);
 	/*
 	 * A sleeper leaves the CPU's runnable count now, not at the next
 	 * refresh: the agent may decide many wake-ups before that.
@@ -484,13 +490,8 @@ void BPF_STRUCT_OPS(wakelab_stopping, struct task_struct *p, bool runnable)
 	if (!runnable)
 		runnable_add(scx_bpf_task_cpu(p), -1);
 	cs = cpu_state_of(scx_bpf_task_cpu(p));
-	if (cs) {
+	if (cs)
 		cs->free_since_ns = now;
-		if (cs->run_start_ns) {
-			cs->busy_ns += time_delta(now, cs->run_start_ns);
-			cs->run_start_ns = 0;
-		}
-	}
 	tctx = lookup_task_ctx(p);
 	if (!tctx || !tctx->start_ns)
 		return;
@@ -508,6 +509,14 @@ void BPF_STRUCT_OPS(wakelab_runnable, struct task_struct *p, u64 enq_flags)
 	/* A new wake-up: the "ran since last sleep" clock restarts. */
 	if (tctx)
 		tctx->exec_runtime = 0;
+	if (!is_agent(p))
+		est_runnable(p);
+}
+
+void BPF_STRUCT_OPS(wakelab_quiescent, struct task_struct *p, u64 deq_flags)
+{
+	if (!is_agent(p))
+		est_quiescent(p);
 }
 
 /*
@@ -522,6 +531,7 @@ void BPF_STRUCT_OPS(wakelab_update_idle, s32 cpu, bool idle)
 
 	if (!cs)
 		return;
+	est_cpu_to_now(cpu);
 	if (idle) {
 		cs->idle_since_ns = now;
 		cs->curr_pid = 0;
@@ -684,6 +694,7 @@ SCX_OPS_DEFINE(wakelab_ops,
 	       .enqueue			= (void *)wakelab_enqueue,
 	       .dispatch		= (void *)wakelab_dispatch,
 	       .runnable		= (void *)wakelab_runnable,
+	       .quiescent		= (void *)wakelab_quiescent,
 	       .running			= (void *)wakelab_running,
 	       .stopping		= (void *)wakelab_stopping,
 	       .update_idle		= (void *)wakelab_update_idle,

@@ -12,6 +12,7 @@
  *   fields refreshed in each CPU's own ops.dispatch() and, for every CPU,
  *   before the agent is dispatched; runnable_add() keeps nr_runnable current
  *   in between.
+ * - The state estimator's per-CPU averages (pelt_cpus, estimator.bpf.c).
  * - The queue hints: an upper bound of the tasks in each CPU's DSQ and in
  *   the fallback DSQ, so that the hot paths skip lookups of empty queues.
  * - The object's maps, in one place (see below why).
@@ -110,6 +111,15 @@ struct task_ctx {
 	 * follows takes the slot's decision or parks the task.
 	 */
 	u64 handoff_seq;
+	/*
+	 * The state estimator's (estimator.bpf.c): its averages, whether they
+	 * are seeded, and what they were when it last went to sleep (sent with
+	 * its next wake-up, as the kernel reads them then).
+	 */
+	struct pelt_task pelt;
+	u32 pelt_seeded;
+	u64 sleep_load_avg;
+	u64 sleep_util_avg;
 };
 
 struct {
@@ -129,6 +139,14 @@ struct {
 	__type(key, u32);
 	__type(value, struct heartbeat);
 } heartbeat_timer SEC(".maps");
+
+/* The state estimator's averages per CPU (estimator.bpf.c). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, WL_MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct pelt_cpu);
+} pelt_cpus SEC(".maps");
 
 /* -------------------------------------------------------------------------
  * Tasks and CPUs.

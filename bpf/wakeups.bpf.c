@@ -37,6 +37,19 @@ static void fill_wakeup_msg(struct wakeup_msg *msg, struct task_struct *p,
 	msg->enq_cnt = tctx->enq_cnt;
 	msg->enqueue_ns = tctx->enqueue_ns;
 	msg->weight = p->scx.weight;
+	/*
+	 * A task the estimator has not seen yet starts from the kernel's own
+	 * averages. (Read with a helper: a plain load would let the compiler
+	 * share one instruction between the two pointers, which the verifier
+	 * refuses.)
+	 */
+	if (tctx->pelt_seeded) {
+		msg->est_load_avg = tctx->sleep_load_avg;
+		msg->est_util_avg = tctx->sleep_util_avg;
+	} else {
+		msg->est_load_avg = BPF_CORE_READ(p, se.avg.load_avg);
+		msg->est_util_avg = BPF_CORE_READ(p, se.avg.util_avg);
+	}
 	msg->exec_runtime = tctx->exec_runtime;
 	msg->handoff_seq = 0;
 	msg->flags = 0;

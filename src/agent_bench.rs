@@ -144,6 +144,8 @@ fn wakeup(pid: u32, prev: usize, waker: Waker, allowed: CpuSet, at: u64) -> Wake
         enqueue_ns: at,
         enqueue_mono_ns: at,
         weight: 100,
+        est_load: 1024,
+        est_util: 0,
         exec_runtime_ns: 0,
         allowed,
         handoff_seq: 0,
@@ -164,7 +166,8 @@ struct PingPong {
     /// (pid, cpu) of the task running now and of the one asleep.
     running: (u32, usize),
     asleep: (u32, usize),
-    busy_ns: Vec<u64>,
+    /// Each CPU's util average as the estimator would have it (0..=1024).
+    util: Vec<u32>,
     free_since: Vec<u64>,
     allowed: CpuSet,
 }
@@ -176,7 +179,7 @@ impl PingPong {
             now: 1_000_000_000,
             running: (100, 1 % nr),
             asleep: (101, 2 % nr),
-            busy_ns: vec![0; nr],
+            util: vec![0; nr],
             free_since: vec![999_000_000; nr],
             allowed: CpuSet::first_n(nr),
         }
@@ -196,7 +199,9 @@ impl Load for PingPong {
                     free_since_ns: self.free_since[c],
                     last_idle_ns: 50_000,
                     last_idle_end_ns: self.free_since[c],
-                    busy_ns: self.busy_ns[c],
+                    est_util_avg: self.util[c],
+                    // What ran here is still in its load, as blocked load.
+                    est_load_avg: u64::from(self.util[c]),
                     ..Default::default()
                 };
                 if c == agent_cpu {
@@ -208,7 +213,7 @@ impl Load for PingPong {
                     r.curr_pid = waker_pid as i32;
                     r.nr_runnable = 1;
                     r.free_since_ns = 0;
-                    r.run_start_ns = self.now - 8_000;
+                    r.est_load_avg = 1024;
                 }
                 r
             })
@@ -235,7 +240,14 @@ impl Load for PingPong {
 
     fn placed(&mut self, b: &Batch, cpus: &[usize]) {
         let (waker, wakee) = (self.running, self.asleep);
-        self.busy_ns[waker.1] += 10_000;
+        // 10 us of every ~12 us: the waker's CPU's util climbs, the others' decay.
+        for (c, u) in self.util.iter_mut().enumerate() {
+            *u = if c == waker.1 {
+                *u + (1024 - *u) / 32
+            } else {
+                *u - *u / 64
+            };
+        }
         // The waker sleeps on its pipe, the wakee runs where it was put.
         self.free_since[waker.1] = b.now_ns + 1_000;
         self.running = (wakee.0, cpus[0]);
@@ -252,7 +264,6 @@ struct Mixed {
     now: u64,
     r: XorShift,
     prev: Vec<usize>,
-    busy_ns: Vec<u64>,
 }
 
 impl Mixed {
@@ -270,7 +281,6 @@ impl Mixed {
             now: 1_000_000_000,
             r,
             prev,
-            busy_ns: vec![0; nr],
         }
     }
 }
@@ -282,13 +292,14 @@ impl Load for Mixed {
         let now = self.now;
         let mut readings = Vec::with_capacity(self.nr);
         for c in 0..self.nr {
-            self.busy_ns[c] += r.below(200_000);
+            let util = r.below(1025) as u32;
             let mut s = CpuReading {
                 idle: true,
                 last_idle_ns: r.below(2_000_000),
                 last_idle_end_ns: now.saturating_sub(r.below(10_000_000)),
                 free_since_ns: now.saturating_sub(r.below(400_000)) + r.below(50_000),
-                busy_ns: self.busy_ns[c],
+                est_util_avg: util,
+                est_load_avg: u64::from(util / 2),
                 own_wakee_until_ns: if r.chance(5) { now + 100_000 } else { 0 },
                 ttwu_pending: r.chance(5),
                 inflight: r.chance(5) as u32,
@@ -300,7 +311,7 @@ impl Load for Mixed {
                 s.nr_runnable = 1 + r.below(3) as u32;
                 s.dsq_queued = s.nr_runnable - 1;
                 s.free_since_ns = 0;
-                s.run_start_ns = now - r.below(1_000_000);
+                s.est_load_avg = u64::from(s.nr_runnable) * 1024 - r.below(512);
             }
             readings.push(s);
         }

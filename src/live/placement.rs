@@ -27,9 +27,12 @@
 //!   because of the agent's round trip invites the wake-ups being placed
 //!   meanwhile, and more of them migrate (the run that showed it is in
 //!   docs/benchmarks/live-placement-notes.md);
-//! - load is nr_running * 1024 (nice-0 weight) instead of PELT averages;
-//!   util, which SIS_UTIL reads, is a PELT-like average (32 ms half-life) of
-//!   the time our tasks ran on the CPU (BPF's cpu_state.busy_ns).
+//! - load and util, of CPUs and of the wakee, are the state estimator's
+//!   (bpf/estimator.bpf.c): PELT with the kernel's arithmetic and clock, fed
+//!   by our tasks' events; a decision not carried out yet adds 1024 (a
+//!   nice-0 task's whole load: BPF has not attached the task there), and a
+//!   task placed earlier in the batch its own load, as the kernel's enqueue
+//!   would attach it.
 //!
 //! State the kernel keeps for fair tasks only (recent_used_cpu, wakee flips,
 //! avg_idle, delayed dequeue) is kept here, per CPU and per task; the task
@@ -42,7 +45,6 @@ use std::sync::mpsc::SyncSender;
 use crate::live::protocol::{CpuReading, Sleep, Wakeup};
 #[cfg(test)]
 use scx_wakelab::policy::CpuSet;
-use scx_wakelab::policy::pelt;
 use scx_wakelab::policy::{
     Config, CpuDesc, CpuSnapshot, DelayedDequeue, Engine, TaskState, Topology, TraceRecord,
     WAKE_SYNC, WakeCtx,
@@ -152,10 +154,6 @@ struct CpuHistory {
     /// rq->avg_idle, and the idle period (BPF's last_idle_ns) it last took in.
     avg_idle_ns: u64,
     last_idle_sample: u64,
-    /// PELT-like utilisation (0..=1024), from BPF's running-time sums, and
-    /// the sum at the last update.
-    util_avg: f64,
-    util_busy_ns: u64,
 }
 
 impl Default for CpuHistory {
@@ -164,8 +162,6 @@ impl Default for CpuHistory {
             // The kernel starts rq->avg_idle at 2 * sysctl_sched_migration_cost.
             avg_idle_ns: 1_000_000,
             last_idle_sample: 0,
-            util_avg: 0.0,
-            util_busy_ns: 0,
         }
     }
 }
@@ -179,7 +175,7 @@ pub struct Placer {
     slice_ns: u64,
     tasks: PidMap<StoredTask>,
     snaps: Vec<CpuSnapshot>,
-    /// What each CPU's past says (rq->avg_idle, the utilisation average).
+    /// What each CPU's past says (rq->avg_idle).
     history: Vec<CpuHistory>,
     delayed: DelayedDequeue,
     /// CPUs idle in this batch's snapshot, and since when nothing of ours
@@ -187,8 +183,6 @@ pub struct Placer {
     idle_cpus: Vec<(usize, u64)>,
     /// CPUs that wait for their own sync wakee (own_wakee_until in BPF).
     awaits_own_wakee: Vec<bool>,
-    /// When the utilisation averages were last updated.
-    util_last_ns: u64,
     /// Scratch: the snapshots place() changed for one decision, as read.
     as_selected: Vec<(usize, CpuSnapshot)>,
     last_sweep_ns: u64,
@@ -226,7 +220,6 @@ impl Placer {
             delayed,
             idle_cpus: Vec::with_capacity(n),
             awaits_own_wakee: vec![false; n],
-            util_last_ns: 0,
             as_selected: Vec::with_capacity(n + 1),
             last_sweep_ns: 0,
             task_cap,
@@ -273,16 +266,6 @@ impl Placer {
     pub fn begin_batch(&mut self, readings: &[CpuReading], now_ns: u64) {
         self.delayed.expire(now_ns);
         self.idle_cpus.clear();
-        // One decay factor for the interval since the last batch, for all CPUs.
-        let util_dt = now_ns.saturating_sub(self.util_last_ns);
-        let util_decay = if self.util_last_ns != 0 && util_dt > 0 {
-            Some(pelt::decay(util_dt))
-        } else {
-            None
-        };
-        if util_dt > 0 {
-            self.util_last_ns = now_ns;
-        }
         // One pass over the CPUs the readings cover, each CPU's state taken
         // together (this runs for every batch, often of one wake-up).
         let per_cpu = (self.snaps.iter_mut())
@@ -299,8 +282,8 @@ impl Placer {
                 last_idle_end_ns: idle_exit,
                 free_since_ns: free_since,
                 own_wakee_until_ns: own_until,
-                busy_ns: busy,
-                run_start_ns: run_start,
+                est_load_avg: est_load,
+                est_util_avg: est_util,
                 ..
             } = *r;
             // The CPU the agent runs on, deciding this batch. If the agent
@@ -313,21 +296,10 @@ impl Placer {
             // counts would hang on where its tasks happened to start
             // (docs/benchmarks/fast-lane-notes.md).
             let agent_here = curr == self.agent_pid;
-            let runnable = r.nr_runnable + r.inflight + u32::from(agent_here && self.agent_spins);
-            // Running time so far, the current run included. The two fields
-            // are read apart: a stop in between shows less than before, and
-            // the next batch counts what this one missed.
-            let busy = busy
-                + if run_start != 0 {
-                    now_ns.saturating_sub(run_start)
-                } else {
-                    0
-                };
-            if let Some(decay) = util_decay {
-                let ran = busy.saturating_sub(h.util_busy_ns);
-                h.util_avg = pelt_step(h.util_avg, ran, util_dt, decay);
-            }
-            h.util_busy_ns = h.util_busy_ns.max(busy);
+            // Not yet in the estimator's averages: decisions BPF has not carried
+            // out, and the agent itself when it polls.
+            let unattached = r.inflight + u32::from(agent_here && self.agent_spins);
+            let runnable = r.nr_runnable + unattached;
             let idle = (idle || agent_here || curr == 0) && runnable == 0;
             *awaits_own_wakee = own_until > now_ns;
             if idle {
@@ -353,9 +325,8 @@ impl Placer {
                 ttwu_pending: ttwu,
                 wakeup_in_flight: queued > 0 || r.inflight > 0,
                 sched_idle_only: false,
-                load: runnable as u64 * NICE_0_LOAD,
-                // 0..=1024: adding a half and truncating rounds it, without libm.
-                util: (h.util_avg + 0.5) as u32,
+                load: est_load + u64::from(unattached) * NICE_0_LOAD,
+                util: est_util,
                 capacity: 0,
                 avg_idle_ns: h.avg_idle_ns,
                 idle_exit_ns: idle_exit,
@@ -400,7 +371,7 @@ impl Placer {
             // move_queued_task()), so a task no longer allowed there wakes
             // as any other, and its CPU stops counting it.
             if msg.allowed.contains(cpu) {
-                self.take_slot(cpu);
+                self.take_slot(cpu, msg.est_load);
                 return Placement {
                     cpu,
                     outcome: Outcome::DelayedRequeue,
@@ -417,7 +388,8 @@ impl Placer {
         let mut task = self.task_state(pid, prev);
         task.prev_cpu = prev;
         task.allowed = msg.allowed.and(self.engine.topology().possible());
-        task.load = msg.weight * NICE_0_LOAD / 100;
+        task.load = msg.est_load;
+        task.util = msg.est_util;
 
         let selected = sel.is_some();
         let waker_cpu = sel.map_or(prev, |w| w.cpu.min(nr - 1));
@@ -445,12 +417,13 @@ impl Placer {
                 if !(free_since > now || self.awaits_own_wakee[cpu]) {
                     continue;
                 }
+                // Its load needs no correction: what ran there is still in its
+                // averages, as blocked load.
                 if cpu != waker_cpu && self.snaps[cpu].idle {
                     as_selected.push((cpu, self.snaps[cpu]));
                     let s = &mut self.snaps[cpu];
                     s.idle = false;
                     s.nr_running = s.nr_running.max(1);
-                    s.load = s.load.max(NICE_0_LOAD);
                 }
             }
             // Sent from select_cpu() (the handoff), the wake-up may be read
@@ -467,7 +440,6 @@ impl Placer {
                 s.nr_running = w.nr_runnable + s.nr_delayed;
                 s.idle = w.nr_runnable == 0;
                 s.ttwu_pending = w.ttwu_pending;
-                s.load = w.nr_runnable as u64 * NICE_0_LOAD;
             }
         }
         // Trace mode copies the inputs before the engine updates them.
@@ -505,7 +477,7 @@ impl Placer {
             self.store(&wake.waker, now);
         }
         self.store(&task, now);
-        self.take_slot(d.cpu);
+        self.take_slot(d.cpu, task.load);
         Placement {
             cpu: d.cpu,
             outcome: Outcome::Engine,
@@ -539,12 +511,13 @@ impl Placer {
         );
     }
 
-    /// The CPU got a task: busy for the rest of the batch.
-    fn take_slot(&mut self, cpu: usize) {
+    /// The CPU got a task whose load is `load`: busy for the rest of the batch, its
+    /// load attached as the kernel's enqueue would.
+    fn take_slot(&mut self, cpu: usize, load: u64) {
         if let Some(s) = self.snaps.get_mut(cpu) {
             s.idle = false;
             s.nr_running += 1;
-            s.load += NICE_0_LOAD;
+            s.load += load;
             s.wakeup_in_flight = true;
         }
     }
@@ -591,19 +564,6 @@ fn task_table(cap: usize) -> PidMap<StoredTask> {
     PidMap::with_capacity_and_hasher(2 * cap, Default::default())
 }
 
-/// One step of a CPU's utilisation (`cpu_util_cfs()`, 0..=1024): the CPU ran
-/// tasks for `ran_ns` of the last `dt_ns`, evenly spread as far as we know.
-/// The kernel sums its tasks' running and blocked util signals; all decay at
-/// one rate, so the sum behaves as one signal of the CPU's running time (the
-/// simulator models it the same way). A binary "busy now = 1024" made every
-/// LLC with three of four CPUs busy at that instant look overloaded to
-/// SIS_UTIL, which then skipped the idle search for most wake-ups
-/// (docs/benchmarks/live-placement-notes.md has the counts).
-fn pelt_step(avg: f64, ran_ns: u64, dt_ns: u64, decay: f64) -> f64 {
-    let share = (ran_ns as f64 / dt_ns.max(1) as f64).min(1.0);
-    avg * decay + 1024.0 * share * (1.0 - decay)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -645,6 +605,8 @@ mod tests {
             enqueue_ns: 0,
             enqueue_mono_ns: 0,
             weight: 100,
+            est_load: NICE_0_LOAD,
+            est_util: 0,
             exec_runtime_ns: 0,
             allowed,
             handoff_seq: 0,
@@ -661,6 +623,7 @@ mod tests {
                     0
                 },
                 nr_runnable: busy.contains(&c) as u32,
+                est_load_avg: if busy.contains(&c) { NICE_0_LOAD } else { 0 },
                 ..Default::default()
             })
             .collect()
@@ -817,22 +780,6 @@ mod tests {
         assert!(!p.awaits_own_wakee[2]);
     }
 
-    #[test]
-    fn util_average_follows_pelt() {
-        let step = |avg, ran, dt| pelt_step(avg, ran, dt, pelt::decay(dt));
-        // Idle for one half-life halves it; busy for one, halfway to 1024.
-        assert!((step(1024.0, 0, 32_000_000) - 512.0).abs() < 1e-9);
-        assert!((step(0.0, 32_000_000, 32_000_000) - 512.0).abs() < 1e-9);
-        // Half busy for a long time settles at half, whatever the batch cadence.
-        for dt in [100_000u64, 1_000_000, 10_000_000] {
-            let mut avg = 0.0;
-            for _ in 0..(2_000_000_000 / dt) {
-                avg = step(avg, dt / 2, dt);
-            }
-            assert!((avg - 512.0).abs() < 1.0, "dt {dt}: {avg}");
-        }
-    }
-
     /// SIS_UTIL reads utilisation, not whether a CPU is busy this instant:
     /// an LLC whose CPUs mostly run now but were mostly idle is searched;
     /// one that was busy all along is not.
@@ -840,21 +787,18 @@ mod tests {
     fn sis_util_reads_the_average_not_the_instant() {
         // Node 0's LLC is CPUs 0-3: 0, 1 and 2 run now, 3 is idle. A task on
         // CPU 0 wakes one that last ran on CPU 1.
-        let t0 = 1_000_000_000;
-        let now = t0 + 500_000_000;
-        let states_at = |ran: u64, at: u64| {
+        let now = 1_500_000_000;
+        let states_util = |util: u32| {
             let mut st = states(&[0, 1, 2]);
             for c in [0, 1, 2] {
-                st[c].busy_ns = ran;
-                st[c].run_start_ns = at - 10_000;
+                st[c].est_util_avg = util;
             }
             st
         };
-        for (share_pct, want_search) in [(10u64, true), (100, false)] {
+        // The estimator's util of a CPU busy 10% and 100% of the time.
+        for (util, want_search) in [(102u32, true), (1024, false)] {
             let mut p = placer("v6.12");
-            p.begin_batch(&states_at(0, t0), t0);
-            p.begin_batch(&states_at(share_pct * 5_000_000, now), now);
-            let util = p.snaps[1].util;
+            p.begin_batch(&states_util(util), now);
             let mut m = msg(10, 1, 0, false, WAKER_TASK, 1);
             m.waker.as_mut().unwrap().select_ns = now;
             let cpu = p.place(&m).cpu;
@@ -862,7 +806,8 @@ mod tests {
             assert_eq!(
                 (cpu == 3, overloaded == 0),
                 (want_search, want_search),
-                "busy {share_pct}% (util {util}): placed on {cpu}, overloaded {overloaded}"
+                "util {util} (snapshot {}): placed on {cpu}, overloaded {overloaded}",
+                p.snaps[1].util
             );
         }
     }

@@ -74,6 +74,10 @@ pub struct Wakeup {
     pub enqueue_mono_ns: u64,
     /// p->scx.weight (100 = nice 0).
     pub weight: u64,
+    /// The state estimator's load_avg and util_avg of the task as it went to sleep
+    /// (bpf/estimator.bpf.c).
+    pub est_load: u64,
+    pub est_util: u32,
     /// ns run since the task last went to sleep.
     pub exec_runtime_ns: u64,
     /// CPUs the task may run on.
@@ -170,6 +174,8 @@ impl Message {
             enqueue_ns: m.enqueue_ns,
             enqueue_mono_ns: m.enqueue_mono_ns,
             weight: m.weight,
+            est_load: m.est_load_avg,
+            est_util: util_u32(m.est_util_avg),
             exec_runtime_ns: m.exec_runtime,
             allowed,
             handoff_seq: if has(raw::wakeup_msg_flags_WL_MSG_HANDOFF) {
@@ -236,13 +242,18 @@ pub struct CpuReading {
     pub last_idle_end_ns: u64,
     /// When the last task of ours stopped there (0 while one runs).
     pub free_since_ns: u64,
-    /// Time our tasks ran there, and when the current run started (0: none).
-    pub busy_ns: u64,
-    pub run_start_ns: u64,
     /// Until when it waits for its own sync wakee (0: it does not).
     pub own_wakee_until_ns: u64,
     /// Decisions for it not carried out yet.
     pub inflight: u32,
+    /// The state estimator's load_avg and util_avg of it (bpf/estimator.bpf.c).
+    pub est_load_avg: u64,
+    pub est_util_avg: u32,
+}
+
+/// A util average as the engine keeps it (0..=1024 in practice; saturated, not wrapped).
+fn util_u32(v: u64) -> u32 {
+    v.min(u64::from(u32::MAX)) as u32
 }
 
 macro_rules! vol {
@@ -276,10 +287,10 @@ pub fn read_cpus(b: &bss, out: &mut [CpuReading]) {
             last_idle_ns: vol!(cs.last_idle_ns),
             last_idle_end_ns: vol!(cs.last_idle_end_ns),
             free_since_ns: vol!(cs.free_since_ns),
-            busy_ns: vol!(cs.busy_ns),
-            run_start_ns: vol!(cs.run_start_ns),
             own_wakee_until_ns: vol!(sh.own_wakee_until[cpu]),
             inflight: vol!(sh.inflight[cpu]),
+            est_load_avg: vol!(cs.est_load_avg),
+            est_util_avg: util_u32(vol!(cs.est_util_avg)),
         };
     }
 }
@@ -564,10 +575,10 @@ pub mod as_bpf {
             cs.last_idle_ns = r.last_idle_ns;
             cs.last_idle_end_ns = r.last_idle_end_ns;
             cs.free_since_ns = r.free_since_ns;
-            cs.busy_ns = r.busy_ns;
-            cs.run_start_ns = r.run_start_ns;
             sh.own_wakee_until[cpu] = r.own_wakee_until_ns;
             sh.inflight[cpu] = r.inflight;
+            cs.est_load_avg = r.est_load_avg;
+            cs.est_util_avg = u64::from(r.est_util_avg);
         }
     }
 
@@ -595,6 +606,8 @@ pub mod as_bpf {
                 r.enqueue_ns = w.enqueue_ns;
                 r.enqueue_mono_ns = w.enqueue_mono_ns;
                 r.weight = w.weight;
+                r.est_load_avg = w.est_load;
+                r.est_util_avg = u64::from(w.est_util);
                 r.exec_runtime = w.exec_runtime_ns;
                 if w.is_wakeup {
                     r.flags |= raw::wakeup_msg_flags_WL_MSG_WAKEUP;
@@ -815,10 +828,10 @@ mod tests {
                 last_idle_ns: 10 + c as u64,
                 last_idle_end_ns: 20 + c as u64,
                 free_since_ns: 30 + c as u64,
-                busy_ns: 40 + c as u64,
-                run_start_ns: 50 + c as u64,
                 own_wakee_until_ns: 60 + c as u64,
                 inflight: 2 * c,
+                est_load_avg: 70 + c as u64,
+                est_util_avg: 80 + c,
             })
             .collect();
         let mut b = zeroed_bss();
@@ -848,6 +861,8 @@ mod tests {
             enqueue_ns: 1_100,
             enqueue_mono_ns: 1_200,
             weight: 100,
+            est_load: 512,
+            est_util: 300,
             exec_runtime_ns: 300,
             allowed: CpuSet::from_cpus([1, 3, 70]),
             handoff_seq: 8,
