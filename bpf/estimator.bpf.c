@@ -17,7 +17,9 @@
  *   moment are what the kernel would read at its next wake-up
  *   (select_task_rq_fair() does not bring them to now), sent with it;
  * - ops.update_idle(): an idle CPU's blocked averages, as the kernel's idle
- *   balancing updates them.
+ *   balancing updates them;
+ * - ops.set_weight(): a nice change reweighs the task's load and its CPU's
+ *   at once, as reweight_entity() does.
  * The agent's own thread is not a task CFS would see: none of this counts it.
  *
  * Each CPU's averages are published in its cpu_state (est_load_avg,
@@ -66,6 +68,16 @@ static void est_publish(s32 cpu, struct pelt_cpu *c)
 	}
 }
 
+/*
+ * A task's weight as PELT counts it (1024 = nice 0), from p->scx.weight
+ * (100 = nice 0): under sched_ext a nice change sets that, and leaves
+ * p->se.load as it was (set_load_weight() hands it to the class).
+ */
+static u32 est_weight(const struct task_struct *p)
+{
+	return (p->scx.weight * 1024 + 50) / 100;
+}
+
 /* The task's averages; seeded from the kernel's the first time. */
 static struct pelt_task *est_task_of(struct task_struct *p, struct task_ctx *tctx, u64 now)
 {
@@ -75,6 +87,7 @@ static struct pelt_task *est_task_of(struct task_struct *p, struct task_ctx *tct
 		pelt_task_seed(t, p, -1, now);
 		/* Whatever the fair class held of it, our CPU slots do not. */
 		t->cpu = -1;
+		t->weight = est_weight(p);
 		tctx->sleep_load_avg = t->avg.load_avg;
 		tctx->sleep_util_avg = t->avg.util_avg;
 		tctx->pelt_seeded = 1;
@@ -105,7 +118,6 @@ static void est_runnable(struct task_struct *p)
 		return;
 	t = est_task_of(p, tctx, now);
 	pelt_cpu_update(c, now);
-	t->weight = p->se.load.weight >> PELT_WEIGHT_SHIFT;
 	if (t->cpu == cpu) {
 		pelt_task_update(t, now);
 	} else {
@@ -198,6 +210,30 @@ static void est_bring_to_now(struct task_struct *p, bool stops)
 		c->running = 0;
 	}
 	est_publish(t->cpu, c);
+}
+
+/* A nice change (ops.set_weight()): its load and its CPU's follow at once. */
+static void est_set_weight(struct task_struct *p)
+{
+	struct task_ctx *tctx = lookup_task_ctx(p);
+	struct pelt_cpu *c = NULL;
+	struct pelt_task *t;
+	u32 weight = est_weight(p), old;
+	u64 now;
+
+	if (!tctx || !tctx->pelt_seeded)
+		return;
+	t = &tctx->pelt;
+	old = t->weight;
+	if (weight == old)
+		return;
+	if (t->cpu >= 0 && (c = est_slot(t->cpu, &now)))
+		pelt_cpu_update(c, now);
+	pelt_task_reweight(c, t, weight);
+	if (c && t->queued)
+		c->weight = (c->weight > old ? c->weight - old : 0) + weight;
+	if (c)
+		est_publish(t->cpu, c);
 }
 
 static void est_cpu_to_now(s32 cpu)

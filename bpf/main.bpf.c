@@ -637,6 +637,12 @@ void BPF_STRUCT_OPS(wakelab_exit_task, struct task_struct *p,
 }
 
 
+void BPF_STRUCT_OPS(wakelab_set_weight, struct task_struct *p, u32 weight)
+{
+	if (!is_agent(p))
+		est_set_weight(p);
+}
+
 void BPF_STRUCT_OPS(wakelab_enable, struct task_struct *p)
 {
 	scx_bpf_task_set_slice(p, slice_ns);
@@ -699,6 +705,7 @@ SCX_OPS_DEFINE(wakelab_ops,
 	       .stopping		= (void *)wakelab_stopping,
 	       .update_idle		= (void *)wakelab_update_idle,
 	       .tick			= (void *)wakelab_tick,
+	       .set_weight		= (void *)wakelab_set_weight,
 	       .enable			= (void *)wakelab_enable,
 	       .init_task		= (void *)wakelab_init_task,
 	       .exit_task		= (void *)wakelab_exit_task,

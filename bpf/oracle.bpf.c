@@ -29,7 +29,7 @@
  * fed here by the fair class's own events: enqueue_task_fair() and
  * dequeue_task_fair() (fentry: bring the averages to now; fexit: take the
  * runqueue's new inputs), sched_switch, task_tick_fair(), task_dead_fair(),
- * migrate_task_rq_fair()
+ * migrate_task_rq_fair(), the reweight of a nice change
  * and the blocked-average update of load balancing (fexit; its name differs
  * by version, so the loader sets it). The inputs are the kernel's
  * (cfs_rq->load.weight, cfs_rq->curr, se->on_rq): what is measured is the
@@ -218,6 +218,7 @@ static struct pelt_task *est_task(struct task_struct *p, u64 now, s32 cpu)
 
 	if (t || cpu < 0 || !pid)
 		return t;
+	__builtin_memset(&fresh, 0, sizeof(fresh));
 	pelt_task_seed(&fresh, p, cpu, now);
 	bpf_map_update_elem(&est_tasks, &pid, &fresh, BPF_NOEXIST);
 	return bpf_map_lookup_elem(&est_tasks, &pid);
@@ -447,6 +448,36 @@ int BPF_PROG(est_blocked, int cpu)
 	c = est_cpu(cpu, rq, pelt_clock(rq));
 	if (c)
 		pelt_cpu_update(c, pelt_clock(rq));
+	return 0;
+}
+
+/*
+ * A task's weight changed (set_user_nice()): its load and its CPU's follow
+ * at once. reweight_task_fair(rq, p, lw) from v6.10, reweight_task(p, prio)
+ * before; the loader keeps the one the kernel has. The kernel holds the
+ * task's rq lock.
+ */
+static void est_reweighted(struct task_struct *p)
+{
+	s32 pid = BPF_CORE_READ(p, pid);
+	struct pelt_task *t = bpf_map_lookup_elem(&est_tasks, &pid);
+	u32 weight = BPF_CORE_READ(p, se.load.weight) >> PELT_WEIGHT_SHIFT;
+
+	if (t && weight != t->weight)
+		pelt_task_reweight(est_cpu_of_task(t), t, weight);
+}
+
+SEC("fexit/reweight_task_fair")
+int BPF_PROG(est_reweight3, struct rq *rq, struct task_struct *p, const void *lw)
+{
+	est_reweighted(p);
+	return 0;
+}
+
+SEC("fexit/reweight_task")
+int BPF_PROG(est_reweight2, struct task_struct *p, int prio)
+{
+	est_reweighted(p);
 	return 0;
 }
 

@@ -314,6 +314,31 @@ static __always_inline void pelt_task_attach(struct pelt_cpu *c, s32 cpu, struct
 	t->cpu = cpu;
 }
 
+/*
+ * The task's weight changes (a nice level set, reweight_entity()): its load
+ * average is recomputed from its sum with the new weight at once, and the
+ * CPU whose averages hold it (c, or NULL) gains or loses the difference,
+ * queued or not.
+ */
+static __always_inline void pelt_task_reweight(struct pelt_cpu *c, struct pelt_task *t,
+					       u32 weight)
+{
+	u64 divider = PELT_MIN_DIVIDER + t->avg.period_contrib;
+
+	if (c) {
+		pelt_sub(&c->avg.load_avg, t->avg.load_avg);
+		pelt_sub(&c->avg.load_sum, t->weight * t->avg.load_sum);
+		if (c->avg.load_sum < c->avg.load_avg * PELT_MIN_DIVIDER)
+			c->avg.load_sum = c->avg.load_avg * PELT_MIN_DIVIDER;
+	}
+	t->weight = weight;
+	t->avg.load_avg = weight * t->avg.load_sum / divider;
+	if (c) {
+		c->avg.load_avg += t->avg.load_avg;
+		c->avg.load_sum += weight * t->avg.load_sum;
+	}
+}
+
 /* tests/pelt_arith.rs builds the arithmetic above for the host, without these. */
 #ifndef PELT_ARITHMETIC_ONLY
 

@@ -70,22 +70,37 @@ const BLOCKED_UPDATE: [&str; 2] = [
     "update_blocked_averages",
 ];
 
+/// The task reweight of a nice change: `reweight_task_fair(rq, p, lw)` from v6.10,
+/// `reweight_task(p, prio)` before.
+const REWEIGHT: [&str; 2] = ["reweight_task_fair", "reweight_task"];
+
+/// The estimator's hooks whose name differs by version, as this kernel's BTF has them.
+#[derive(Clone, Copy, Debug, Default)]
+struct EstimatorHooks {
+    /// One of `BLOCKED_UPDATE`.
+    blocked_update: Option<&'static str>,
+    /// One of `REWEIGHT`.
+    reweight: Option<&'static str>,
+}
+
 /// How many parameters the kernel's select_task_rq_fair() takes (3 from v5.11, 4 before),
-/// and the name of its blocked-average update, if BTF has one.
-fn hook_arity() -> Result<(usize, Option<&'static str>)> {
+/// and the estimator's hooks of this version.
+fn hook_arity() -> Result<(usize, EstimatorHooks)> {
     use libbpf_rs::btf::types::{Func, FuncProto};
     use libbpf_rs::btf::{Btf, ReferencesType};
     let btf = Btf::from_vmlinux().context("reading the kernel's BTF")?;
-    let blocked = BLOCKED_UPDATE
-        .into_iter()
-        .find(|n| btf.type_by_name::<Func>(n).is_some());
+    let has = |n: &&str| btf.type_by_name::<Func>(n).is_some();
+    let hooks = EstimatorHooks {
+        blocked_update: BLOCKED_UPDATE.into_iter().find(has),
+        reweight: REWEIGHT.into_iter().find(has),
+    };
     let func: Func = btf
         .type_by_name(HOOK)
         .ok_or_else(|| anyhow!("{HOOK} is not in this kernel's BTF: the oracle cannot attach"))?;
     let proto: FuncProto = btf
         .type_by_id(func.referenced_type_id())
         .ok_or_else(|| anyhow!("{HOOK}'s BTF has no prototype"))?;
-    Ok((proto.len(), blocked))
+    Ok((proto.len(), hooks))
 }
 
 /// An estimate, or `None` for ORACLE_NO_ESTIMATE (all ones; bindgen types the macro as
@@ -233,8 +248,8 @@ fn release() -> String {
 struct Target {
     /// How many parameters the hook takes (3 or 4).
     arity: usize,
-    /// The kernel's name of the blocked-average update (`BLOCKED_UPDATE`), if it has one.
-    blocked_update: Option<&'static str>,
+    /// The estimator's hooks of this version.
+    hooks: EstimatorHooks,
     topo: Topology,
     release: String,
     /// The preset records are replayed with, and how sure that is.
@@ -279,7 +294,7 @@ fn find_target() -> Result<Target> {
     if !Path::new(BTF_PATH).exists() {
         bail!("this kernel has no BTF ({BTF_PATH} is missing): the oracle cannot attach");
     }
-    let (arity, blocked_update) = hook_arity()?;
+    let (arity, hooks) = hook_arity()?;
     if arity != 3 && arity != 4 {
         bail!(
             "{HOOK} takes {arity} parameters here; the oracle knows the 3- and 4-parameter forms"
@@ -298,7 +313,7 @@ fn find_target() -> Result<Target> {
     let (preset, why) = preset_for_release(&release);
     Ok(Target {
         arity,
-        blocked_update,
+        hooks,
         topo,
         release,
         preset,
@@ -332,7 +347,19 @@ fn load_and_attach<'obj>(
     open.progs.oracle_exit3.set_autoload(three);
     open.progs.oracle_enter4.set_autoload(!three);
     open.progs.oracle_exit4.set_autoload(!three);
-    match target.blocked_update {
+    open.progs
+        .est_reweight3
+        .set_autoload(target.hooks.reweight == Some(REWEIGHT[0]));
+    open.progs
+        .est_reweight2
+        .set_autoload(target.hooks.reweight == Some(REWEIGHT[1]));
+    if target.hooks.reweight.is_none() {
+        log::warn!(
+            "oracle: no {} in this kernel's BTF: the estimator misses nice changes",
+            REWEIGHT.join(" or ")
+        );
+    }
+    match target.hooks.blocked_update {
         Some(name) => open
             .progs
             .est_blocked
