@@ -77,13 +77,15 @@ pub enum OracleCommand {
         #[arg(long, value_enum, value_name = "INPUTS", default_value_t = Inputs::Kernel,
               long_help = "Replay with the state the kernel read (kernel), or with the state \
                            the live agent would have decided on, as far as a record tells it \
-                           (live): CPU load = its runnable tasks x 1024, the wakee's and the \
-                           waker's load = a nice-0 weight (1024), every CPU at its original \
-                           capacity, no SCHED_IDLE-only CPU, the idle-core hints and SIS_UTIL's \
-                           depth derived from the recorded CPUs. Utilisation, avg_idle, the scan \
-                           cost, delayed-dequeue counts and the tasks' wake-up history stay the \
-                           kernel's: the agent's own come from its history, which a record does \
-                           not hold.")]
+                           (live): the CPUs' and the wakee's load and util = the state \
+                           estimator's, which `oracle record` runs beside the kernel (records \
+                           without it: CPU load = its runnable tasks x 1024, the wakee's = a \
+                           nice-0 weight, 1024, and no util), the waker's load = 1024, every \
+                           CPU at its original capacity, no SCHED_IDLE-only CPU, the idle-core \
+                           hints and SIS_UTIL's depth derived from the recorded CPUs. avg_idle, \
+                           the scan cost, delayed-dequeue counts and the tasks' wake-up history \
+                           stay the kernel's: the agent's own come from its history, which a \
+                           record does not hold.")]
         inputs: Inputs,
         /// Also replay every record with the presets of the kernels the oracle records
         /// (v5.10.y, v6.1.y, v6.12.y, mainline) and report, for each preset against the
