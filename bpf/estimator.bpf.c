@@ -131,20 +131,34 @@ static void est_runnable(struct task_struct *p)
 	est_publish(cpu, c);
 }
 
-static void est_quiescent(struct task_struct *p)
+/*
+ * A task the estimator has seen: its averages and its CPU's, both brought to
+ * the CPU's clock. NULL if it is in no CPU's averages.
+ */
+static struct pelt_cpu *est_seen_to_now(struct task_struct *p, struct task_ctx **tctxp,
+					struct pelt_task **tp)
 {
 	struct task_ctx *tctx = lookup_task_ctx(p);
 	struct pelt_cpu *c;
-	struct pelt_task *t;
 	u64 now;
 
-	if (!tctx || !tctx->pelt_seeded)
-		return;
-	t = &tctx->pelt;
-	if (!t->queued || !(c = est_slot(t->cpu, &now)))
-		return;
+	if (!tctx || !tctx->pelt_seeded || !(c = est_slot(tctx->pelt.cpu, &now)))
+		return NULL;
 	pelt_cpu_update(c, now);
-	pelt_task_update(t, now);
+	pelt_task_update(&tctx->pelt, now);
+	*tctxp = tctx;
+	*tp = &tctx->pelt;
+	return c;
+}
+
+static void est_quiescent(struct task_struct *p)
+{
+	struct task_ctx *tctx;
+	struct pelt_task *t;
+	struct pelt_cpu *c = est_seen_to_now(p, &tctx, &t);
+
+	if (!c || !t->queued)
+		return;
 	c->weight = c->weight > t->weight ? c->weight - t->weight : 0;
 	if (t->running)
 		c->running = 0;
@@ -193,18 +207,12 @@ static void est_running(struct task_struct *p, s32 cpu)
 /* The stop, the tick: brought to now; after a stop, nothing of ours runs there. */
 static void est_bring_to_now(struct task_struct *p, bool stops)
 {
-	struct task_ctx *tctx = lookup_task_ctx(p);
-	struct pelt_cpu *c;
+	struct task_ctx *tctx;
 	struct pelt_task *t;
-	u64 now;
+	struct pelt_cpu *c = est_seen_to_now(p, &tctx, &t);
 
-	if (!tctx || !tctx->pelt_seeded)
+	if (!c)
 		return;
-	t = &tctx->pelt;
-	if (!(c = est_slot(t->cpu, &now)))
-		return;
-	pelt_cpu_update(c, now);
-	pelt_task_update(t, now);
 	if (stops) {
 		t->running = 0;
 		c->running = 0;
