@@ -204,6 +204,20 @@ static void est_running(struct task_struct *p, s32 cpu)
 	est_publish(cpu, c);
 }
 
+/*
+ * A task's load average as the estimator last updated it, the kernel's own
+ * for a task it has not seen (sync wake-ups weigh the waker's:
+ * task_h_load(current)).
+ */
+static u64 est_load_of(struct task_struct *p)
+{
+	struct task_ctx *tctx = lookup_task_ctx(p);
+
+	if (tctx && tctx->pelt_seeded)
+		return tctx->pelt.avg.load_avg;
+	return BPF_CORE_READ(p, se.avg.load_avg);
+}
+
 /* The stop, the tick: brought to now; after a stop, nothing of ours runs there. */
 static void est_bring_to_now(struct task_struct *p, bool stops)
 {

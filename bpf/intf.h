@@ -215,6 +215,8 @@ struct wakeup_msg {
 	 */
 	u32 waker_nr_runnable;
 	u32 waker_ttwu_pending;
+	/* The waker's load average (the estimator's), which a sync wake-up weighs. */
+	u64 waker_est_load_avg;
 	u64 wake_flags;		/* SCX_WAKE_* as given to ops.select_cpu() */
 	u64 enq_flags;		/* SCX_ENQ_* as given to ops.enqueue()
 				 * (SCX_ENQ_WAKEUP alone when sent from

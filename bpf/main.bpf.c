@@ -189,6 +189,7 @@ s32 BPF_STRUCT_OPS(wakelab_select_cpu, struct task_struct *p, s32 prev_cpu,
 		tctx->waker_flags |= WL_MSG_WAKER_EXITING;
 	if ((waker->flags & PF_KTHREAD) && waker->nr_cpus_allowed == 1)
 		tctx->waker_flags |= WL_MSG_WAKER_PCPU_KTHREAD;
+	tctx->waker_load_avg = est_load_of(waker);
 	{
 		s32 this_cpu = tctx->waker_cpu;
 		struct rq *rq = bpf_per_cpu_ptr(&runqueues, this_cpu);

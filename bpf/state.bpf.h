@@ -74,6 +74,8 @@ struct task_ctx {
 	u32 select_valid;
 	u32 waker_nr_runnable;
 	u32 waker_ttwu_pending;
+	/* The waker's load average as the estimator holds it (task_h_load(current)). */
+	u64 waker_load_avg;
 	/* Run-time accounting since the task last slept. */
 	u64 start_ns;
 	u64 exec_runtime;

@@ -67,6 +67,7 @@ static void fill_wakeup_msg(struct wakeup_msg *msg, struct task_struct *p,
 		msg->select_ns = tctx->select_ns;
 		msg->waker_nr_runnable = tctx->waker_nr_runnable;
 		msg->waker_ttwu_pending = tctx->waker_ttwu_pending;
+		msg->waker_est_load_avg = tctx->waker_load_avg;
 	} else {
 		__sync_fetch_and_add(&nr_enqueue_without_select, 1);
 		msg->prev_cpu = msg->task_cpu;
@@ -77,6 +78,7 @@ static void fill_wakeup_msg(struct wakeup_msg *msg, struct task_struct *p,
 		msg->select_ns = 0;
 		msg->waker_nr_runnable = 0;
 		msg->waker_ttwu_pending = 0;
+		msg->waker_est_load_avg = 0;
 	}
 	__builtin_memcpy(msg->comm, p->comm, sizeof(msg->comm));
 	/*

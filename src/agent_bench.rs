@@ -228,6 +228,7 @@ impl Load for PingPong {
             ttwu_pending: false,
             wake_flags: 0x08 | 0x10,
             select_ns: self.now - 2_000,
+            est_load: 1024,
         };
         let (pid, prev) = self.asleep;
         Batch {
@@ -357,6 +358,7 @@ impl Load for Mixed {
                     ttwu_pending: r.chance(5),
                     wake_flags: 0x08 | if r.chance(50) { 0x10 } else { 0 },
                     select_ns: now - r.below(300_000),
+                    est_load: 1024,
                 };
                 let allowed = if r.chance(10) {
                     let lo = r.below(self.nr as u64) as usize;

@@ -27,7 +27,7 @@
 //!   because of the agent's round trip invites the wake-ups being placed
 //!   meanwhile, and more of them migrate (the run that showed it is in
 //!   docs/benchmarks/live-placement-notes.md);
-//! - load and util, of CPUs and of the wakee, are the state estimator's
+//! - load and util, of CPUs, of the wakee and of the waker, are the state estimator's
 //!   (bpf/estimator.bpf.c): PELT with the kernel's arithmetic and clock, fed
 //!   by our tasks' events; a decision not carried out yet adds 1024 (a
 //!   nice-0 task's whole load: BPF has not attached the task there), and a
@@ -396,6 +396,9 @@ impl Placer {
         let waker_pid = sel.map_or(0, |w| w.pid);
         let mut waker = self.task_state(waker_pid, waker_cpu);
         waker.is_per_cpu_kthread = sel.is_some_and(|w| w.per_cpu_kthread);
+        if let Some(w) = sel {
+            waker.load = w.est_load;
+        }
         let mut wake = WakeCtx {
             // Without a select_cpu (a pinned task's wake-up) the engine sees
             // no wake-up and keeps the task where it is.
@@ -600,6 +603,7 @@ mod tests {
                 ttwu_pending: false,
                 wake_flags: 0x08 | if sync { 0x10 } else { 0 },
                 select_ns: 1_000_000_000,
+                est_load: 1024,
             }),
             enq_cnt: 1,
             enqueue_ns: 0,

@@ -54,6 +54,8 @@ pub struct Waker {
     pub wake_flags: u64,
     /// When ops.select_cpu() ran (rq clock).
     pub select_ns: u64,
+    /// The waker's load average, the state estimator's (bpf/estimator.bpf.c).
+    pub est_load: u64,
 }
 
 /// A task that needs a placement decision.
@@ -153,6 +155,7 @@ impl Message {
             exiting: has(raw::wakeup_msg_flags_WL_MSG_WAKER_EXITING),
             per_cpu_kthread: has(raw::wakeup_msg_flags_WL_MSG_WAKER_PCPU_KTHREAD),
             nr_runnable: m.waker_nr_runnable,
+            est_load: m.waker_est_load_avg,
             ttwu_pending: m.waker_ttwu_pending != 0,
             wake_flags: m.wake_flags,
             select_ns: m.select_ns,
@@ -633,6 +636,7 @@ pub mod as_bpf {
                         WakerContext::Hardirq => raw::waker_context_WAKER_HARDIRQ,
                     };
                     r.waker_nr_runnable = k.nr_runnable;
+                    r.waker_est_load_avg = k.est_load;
                     r.waker_ttwu_pending = k.ttwu_pending as u32;
                     r.wake_flags = k.wake_flags;
                     r.select_ns = k.select_ns;
@@ -850,6 +854,7 @@ mod tests {
             ttwu_pending: true,
             wake_flags: 0x18,
             select_ns: 1_000,
+            est_load: 700,
         };
         let pinned = Wakeup {
             pid: 42,

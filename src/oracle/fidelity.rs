@@ -64,8 +64,8 @@ impl Inputs {
 ///   level, and every task counts as nice 0, 1024) and 0;
 /// - wakee `is_per_cpu_kthread` → false (the agent learns it for wakers only; the engine
 ///   reads the waker's);
-/// - waker `load`: `current`'s PELT `load_avg` → 1024 (a waker's message carries no weight;
-///   the agent's waker state is `TaskState::with_allowed`'s default);
+/// - waker `load`: `current`'s PELT `load_avg` → the estimator's, where the record carries
+///   it, else 1024;
 /// - waker `util` → 0, waker `allowed` → every CPU of the topology (the agent does not know
 ///   the waker's mask; the engine does not read it);
 /// - LLC `has_idle_cores`: the kernel's `sd_llc_shared` hint, stale as it may be → derived
@@ -113,7 +113,7 @@ pub enum StandIn {
     WakeeUtil,
     /// Wakee `is_per_cpu_kthread`: false.
     WakeeKthread,
-    /// Waker `load`, `util` and `allowed`: 1024, 0, every CPU.
+    /// Waker `load`, `util` and `allowed`: the estimator's load (else 1024), 0, every CPU.
     Waker,
     /// LLC `has_idle_cores`: derived from the record's CPUs.
     IdleCoreHints,
@@ -214,8 +214,13 @@ pub fn with_stand_ins(mut rec: TraceRecord, topo: &Topology, set: &[StandIn]) ->
     if has(StandIn::WakeeKthread) {
         rec.task.is_per_cpu_kthread = false;
     }
+    let waker_load = rec
+        .estimated
+        .as_ref()
+        .and_then(|e| e.waker_load)
+        .unwrap_or(NICE_0_LOAD);
     if let Some(w) = rec.wake.waker.as_mut().filter(|_| has(StandIn::Waker)) {
-        w.load = NICE_0_LOAD;
+        w.load = waker_load;
         w.util = 0;
         w.allowed = *topo.possible();
     }

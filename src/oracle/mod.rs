@@ -77,10 +77,10 @@ pub enum OracleCommand {
         #[arg(long, value_enum, value_name = "INPUTS", default_value_t = Inputs::Kernel,
               long_help = "Replay with the state the kernel read (kernel), or with the state \
                            the live agent would have decided on, as far as a record tells it \
-                           (live): the CPUs' and the wakee's load and util = the state \
-                           estimator's, which `oracle record` runs beside the kernel (records \
-                           without it: CPU load = its runnable tasks x 1024, the wakee's = a \
-                           nice-0 weight, 1024, and no util), the waker's load = 1024, every \
+                           (live): the CPUs', the wakee's and the waker's load and util = \
+                           the state estimator's, which `oracle record` runs beside the kernel \
+                           (records without it: CPU load = its runnable tasks x 1024, a task's \
+                           = a nice-0 weight, 1024, and no util), every \
                            CPU at its original capacity, no SCHED_IDLE-only CPU, the idle-core \
                            hints and SIS_UTIL's depth derived from the recorded CPUs. avg_idle, \
                            the scan cost, delayed-dequeue counts and the tasks' wake-up history \
@@ -352,6 +352,7 @@ impl Sample {
                 cpu_util: self.cpus.iter().map(|c| util_u32(c.est_util_avg)).collect(),
                 task_load: self.wakee.est_load_avg,
                 task_util: self.wakee.est_util_avg.map(util_u32),
+                waker_load: self.waker.est_load_avg,
             }),
         })
     }

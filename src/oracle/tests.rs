@@ -496,6 +496,7 @@ fn with_every_stand_in_field(t: &Topology) -> TraceRecord {
     s.cpus[1].est_util_avg = 333;
     s.wakee.est_load_avg = Some(700);
     s.wakee.est_util_avg = Some(70);
+    s.waker.est_load_avg = Some(640);
     s.to_trace(0, t, &TopologyInput::from_topology(t), "mainline", 250)
         .unwrap()
 }
@@ -538,7 +539,7 @@ fn the_live_view_replaces_only_what_the_agent_computes_otherwise() {
     assert_eq!(live.task.recent_used_cpu, rec.task.recent_used_cpu);
     assert_eq!(live.task.wakee_flips, rec.task.wakee_flips);
     let (w, kw) = (live.wake.waker.unwrap(), rec.wake.waker.unwrap());
-    assert_eq!((w.load, w.util, w.allowed), (1024, 0, *t.possible()));
+    assert_eq!((w.load, w.util, w.allowed), (640, 0, *t.possible()));
     assert_eq!(
         (w.last_wakee, w.wakee_flips),
         (kw.last_wakee, kw.wakee_flips)
@@ -568,6 +569,7 @@ fn the_live_view_replaces_only_what_the_agent_computes_otherwise() {
         [(1024, 900), (2048, 900), (1024, 900), (1024, 900)]
     );
     assert_eq!((live.task.load, live.task.util), (1024, 0));
+    assert_eq!(live.wake.waker.unwrap().load, 1024);
 }
 
 /// Each stand-in changes its own fields alone: the same record with every stand-in put in

@@ -668,6 +668,9 @@ pub struct Estimated {
     pub task_load: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_util: Option<u32>,
+    /// The waker's (`current`'s) `load_avg`, which a sync wake-up weighs; absent as above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waker_load: Option<u64>,
 }
 
 impl TraceRecord {
