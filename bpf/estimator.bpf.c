@@ -33,7 +33,7 @@
 
 /*
  * sched_clock less bpf_ktime_get_ns(), as last seen where the rq clock was
- * just read (ops.update_idle()): sched_clock now, for est_leave_asleep().
+ * just read (ops.update_idle()): sched_clock now, for est_runnable().
  * Both count the same TSC; the difference only moves with clock adjustments.
  */
 static volatile s64 est_sched_clock_offset;
@@ -84,26 +84,14 @@ static struct pelt_task *est_task_of(struct task_struct *p, struct task_ctx *tct
 	struct pelt_task *t = &tctx->pelt;
 
 	if (!tctx->pelt_seeded) {
+		/* In no CPU's averages (-1): our slots hold nothing the fair class did. */
 		pelt_task_seed(t, p, -1, now);
-		/* Whatever the fair class held of it, our CPU slots do not. */
-		t->cpu = -1;
 		t->weight = est_weight(p);
 		tctx->sleep_load_avg = t->avg.load_avg;
 		tctx->sleep_util_avg = t->avg.util_avg;
 		tctx->pelt_seeded = 1;
 	}
 	return t;
-}
-
-/* migrate_se_pelt_lag() (bpf/pelt.bpf.h) where the old CPU is idle. */
-static void est_leave_asleep(struct pelt_cpu *old, s32 from, struct pelt_task *t)
-{
-	struct rq *rq = bpf_per_cpu_ptr(&runqueues, from);
-
-	pelt_task_remove(old, t);
-	if (rq && bpf_core_field_exists(rq->clock_pelt_idle) && rq->curr == rq->idle)
-		pelt_task_lag(old, t, rq->clock_pelt_idle, rq->clock_idle, bpf_ktime_get_ns() +
-			      est_sched_clock_offset);
 }
 
 static void est_runnable(struct task_struct *p)
@@ -123,7 +111,8 @@ static void est_runnable(struct task_struct *p)
 	} else {
 		from = t->cpu;
 		if (from >= 0 && (old = est_slot(from, &old_now)))
-			est_leave_asleep(old, from, t);
+			pelt_task_leave_asleep(old, t, bpf_per_cpu_ptr(&runqueues, from),
+					       bpf_ktime_get_ns() + est_sched_clock_offset);
 		pelt_task_attach(c, cpu, t);
 	}
 	t->queued = 1;
@@ -159,7 +148,7 @@ static void est_quiescent(struct task_struct *p)
 
 	if (!c || !t->queued)
 		return;
-	c->weight = c->weight > t->weight ? c->weight - t->weight : 0;
+	pelt_sub(&c->weight, t->weight);
 	if (t->running)
 		c->running = 0;
 	t->queued = 0;
@@ -189,7 +178,7 @@ static void est_running(struct task_struct *p, s32 cpu)
 			pelt_cpu_update(old, old_now);
 			pelt_task_update(t, old_now);
 			pelt_task_detach(old, t);
-			old->weight = old->weight > t->weight ? old->weight - t->weight : 0;
+			pelt_sub(&old->weight, t->weight);
 			est_publish(from, old);
 		}
 		pelt_cpu_update(c, now);
@@ -252,8 +241,10 @@ static void est_set_weight(struct task_struct *p)
 	if (t->cpu >= 0 && (c = est_slot(t->cpu, &now)))
 		pelt_cpu_update(c, now);
 	pelt_task_reweight(c, t, weight);
-	if (c && t->queued)
-		c->weight = (c->weight > old ? c->weight - old : 0) + weight;
+	if (c && t->queued) {
+		pelt_sub(&c->weight, old);
+		c->weight += weight;
+	}
 	if (c)
 		est_publish(t->cpu, c);
 }
@@ -268,7 +259,7 @@ static void est_cpu_to_now(s32 cpu)
 		return;
 	pelt_cpu_update(c, now);
 	est_publish(cpu, c);
-	/* sched_clock now, for est_leave_asleep(): the rq clock was just read. */
+	/* sched_clock now, for est_runnable(): the rq clock was just read. */
 	rq = bpf_per_cpu_ptr(&runqueues, cpu);
 	if (rq)
 		est_sched_clock_offset = (s64)(rq->clock - bpf_ktime_get_ns());

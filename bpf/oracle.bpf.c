@@ -253,34 +253,13 @@ static void est_missed_dequeue(struct pelt_task *t, struct task_struct *p)
 	t->running = 0;
 }
 
-struct rq___lag {
-	u64 clock_pelt_idle;		/* v6.2+ (e2f3e35f1f5a) */
-	u64 clock_idle;
-} __attribute__((preserve_access_index));
-
 /*
  * sched_clock less bpf_ktime_get_ns(), as last seen at a switch (where the
- * rq clock was just read): sched_clock now, for est_lag(), is
+ * rq clock was just read): sched_clock now, for est_migrate(), is
  * bpf_ktime_get_ns() plus this. Both count the same TSC; the difference only
  * moves with clock adjustments.
  */
 volatile s64 sched_clock_offset;
-
-/* migrate_se_pelt_lag() where the kernel has it: the old CPU from is idle. */
-static void est_lag(struct pelt_cpu *old, s32 from, struct pelt_task *t)
-{
-	struct rq___lag *lag;
-	struct rq *rq;
-
-	if (from < 0 || !(rq = per_cpu_addr(ksym_runqueues, from)))
-		return;
-	lag = (void *)rq;
-	if (!bpf_core_field_exists(lag->clock_pelt_idle) ||
-	    BPF_CORE_READ(rq, curr) != BPF_CORE_READ(rq, idle))
-		return;
-	pelt_task_lag(old, t, BPF_CORE_READ(lag, clock_pelt_idle), BPF_CORE_READ(lag, clock_idle),
-		      bpf_ktime_get_ns() + sched_clock_offset);
-}
 
 /*
  * p moves to another CPU, as the kernel takes it out of its old CPU's
@@ -309,10 +288,8 @@ int BPF_PROG(est_migrate, struct task_struct *p, int new_cpu)
 		pelt_task_update(t, now);
 		pelt_task_detach(old, t);
 	} else {
-		s32 from = t->cpu;
-
-		pelt_task_remove(old, t);
-		est_lag(old, from, t);
+		pelt_task_leave_asleep(old, t, per_cpu_addr(ksym_runqueues, t->cpu),
+				       bpf_ktime_get_ns() + sched_clock_offset);
 	}
 	return 0;
 }
@@ -440,14 +417,15 @@ int BPF_PROG(est_tick, struct rq *rq, struct task_struct *curr, int queued)
 SEC("fexit/update_blocked_averages")
 int BPF_PROG(est_blocked, int cpu)
 {
-	struct rq *rq;
 	struct pelt_cpu *c;
+	struct rq *rq;
+	u64 now;
 
 	if (cpu < 0 || !(rq = per_cpu_addr(ksym_runqueues, cpu)))
 		return 0;
-	c = est_cpu(cpu, rq, pelt_clock(rq));
-	if (c)
-		pelt_cpu_update(c, pelt_clock(rq));
+	now = pelt_clock(rq);
+	if ((c = est_cpu(cpu, rq, now)))
+		pelt_cpu_update(c, now);
 	return 0;
 }
 

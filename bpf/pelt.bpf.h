@@ -389,6 +389,29 @@ static __always_inline void pelt_task_seed(struct pelt_task *t, struct task_stru
 	t->weight = BPF_CORE_READ(p, se.load.weight) >> PELT_WEIGHT_SHIFT;
 }
 
+struct rq___pelt_lag {
+	u64 clock_pelt_idle;		/* v6.2+ (e2f3e35f1f5a) */
+	u64 clock_idle;
+} __attribute__((preserve_access_index));
+
+/*
+ * A task asleep leaves CPU slot `old`, whose runqueue is `rq`, for a wake-up
+ * elsewhere: the old CPU's removed load, then migrate_se_pelt_lag() where
+ * the kernel has it and the old CPU is idle. `sched_clock_now` as for
+ * pelt_task_lag().
+ */
+static __always_inline void pelt_task_leave_asleep(struct pelt_cpu *old, struct pelt_task *t,
+						   struct rq *rq, u64 sched_clock_now)
+{
+	struct rq___pelt_lag *lag = (void *)rq;
+
+	pelt_task_remove(old, t);
+	if (rq && bpf_core_field_exists(lag->clock_pelt_idle) &&
+	    BPF_CORE_READ(rq, curr) == BPF_CORE_READ(rq, idle))
+		pelt_task_lag(old, t, BPF_CORE_READ(lag, clock_pelt_idle),
+			      BPF_CORE_READ(lag, clock_idle), sched_clock_now);
+}
+
 #endif /* PELT_ARITHMETIC_ONLY */
 
 #endif /* __WAKELAB_PELT_BPF_H */

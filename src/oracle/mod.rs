@@ -260,7 +260,7 @@ impl Sample {
             wakee_flip_decay_ts: self.now_ns.saturating_sub(ago.saturating_mul(jiffy_ns)),
             allowed,
             load: t.load_avg,
-            util: t.util_avg.min(u32::MAX as u64) as u32,
+            util: util_u32(t.util_avg),
             is_per_cpu_kthread: t.flags & PF_KTHREAD != 0 && t.nr_cpus_allowed == 1,
         }
     }
@@ -302,7 +302,7 @@ impl Sample {
                 wakeup_in_flight: false,
                 sched_idle_only: c.nr_running > 0 && c.nr_sched_idle == c.nr_running,
                 load: c.load_avg,
-                util: c.util_avg.min(u32::MAX as u64) as u32,
+                util: util_u32(c.util_avg),
                 capacity: c.capacity,
                 avg_idle_ns: c.avg_idle,
                 idle_exit_ns: 0,
@@ -358,6 +358,7 @@ impl Sample {
     }
 }
 
+/// A util average as the engine keeps it: saturated at `u32::MAX`, not wrapped.
 fn util_u32(v: u64) -> u32 {
     v.min(u32::MAX as u64) as u32
 }
