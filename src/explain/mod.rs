@@ -1245,6 +1245,21 @@ pub fn for_each_resolved<R: BufRead>(
             )
             .map_err(|e| bad(format!("{name}:{lineno}: {e}")))?;
         }
+        // The state estimator's values describe the record's CPUs, one each.
+        if let Some(e) = &rec.estimated {
+            let nr = resolved.topo.nr_cpus();
+            for (field, len) in [
+                ("cpu_load", e.cpu_load.len()),
+                ("cpu_util", e.cpu_util.len()),
+            ] {
+                if len != nr {
+                    return Err(bad(format!(
+                        "{name}:{lineno}: estimated.{field}: {len} values for a topology of \
+                         {nr} CPUs"
+                    )));
+                }
+            }
+        }
         records += 1;
         each(lineno, &rec, &resolved)?;
     }
