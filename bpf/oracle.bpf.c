@@ -114,6 +114,28 @@ struct sched_domain_shared___sis_util {
 	int nr_idle_scan;		/* v6.0+ (70fb5ccf) */
 } __attribute__((preserve_access_index));
 
+/*
+ * util_est: a struct whose enqueued member is the CPU's value before v6.8,
+ * the value itself (an unsigned int) after.
+ */
+struct util_est___old {
+	unsigned int enqueued;
+	unsigned int ewma;
+} __attribute__((preserve_access_index));
+
+struct sched_avg___ue_old {
+	struct util_est___old util_est;
+} __attribute__((preserve_access_index));
+
+struct sched_avg___ue_new {
+	unsigned int util_est;
+} __attribute__((preserve_access_index));
+
+struct cfs_rq___h_load {
+	unsigned long h_load;
+	u64 last_h_load_update;
+} __attribute__((preserve_access_index));
+
 /* The estimator's state: per CPU, and per task by pid (dropped when it dies). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -577,6 +599,28 @@ static void read_cpu(u32 cpu, struct oracle_cpu *c)
 	c->avg_idle = BPF_CORE_READ(rq, avg_idle);
 	c->load_avg = BPF_CORE_READ(rq, cfs.avg.load_avg);
 	c->util_avg = BPF_CORE_READ(rq, cfs.avg.util_avg);
+	c->runnable_avg = BPF_CORE_READ(rq, cfs.avg.runnable_avg);
+	c->idle_stamp = BPF_CORE_READ(rq, idle_stamp);
+	{
+		struct cfs_rq___h_load *h = (void *)&rq->cfs;
+
+		if (bpf_core_field_exists(h->h_load)) {
+			c->h_load = BPF_CORE_READ(h, h_load);
+			c->last_h_load_update = BPF_CORE_READ(h, last_h_load_update);
+		} else {
+			c->h_load = ORACLE_UNKNOWN;
+			c->last_h_load_update = ORACLE_UNKNOWN;
+		}
+	}
+	{
+		struct sched_avg___ue_old *o = (void *)&rq->cfs.avg;
+		struct sched_avg___ue_new *n = (void *)&rq->cfs.avg;
+
+		if (bpf_core_field_exists(o->util_est.enqueued))
+			c->util_est = BPF_CORE_READ(o, util_est.enqueued);
+		else
+			c->util_est = BPF_CORE_READ(n, util_est);
+	}
 	if (cpu < ORACLE_MAX_CPUS && (est = bpf_map_lookup_elem(&est_cpus, &cpu)) &&
 	    est->avg.last_update_time) {
 		c->est_load_avg = est->avg.load_avg;

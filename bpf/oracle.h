@@ -52,6 +52,16 @@ struct oracle_cpu {
 	u32 nr_delayed;		/* delayed-dequeue sleepers in it (v6.12+), else 0 */
 	u32 nr_sched_idle;	/* SCHED_IDLE tasks among cfs's (sched_idle_cpu()) */
 	u32 capacity;		/* rq->cpu_capacity */
+	u64 util_est;		/* rq->cfs.avg.util_est(.enqueued before v6.8) */
+	u64 runnable_avg;	/* rq->cfs.avg.runnable_avg */
+	u64 idle_stamp;		/* rq->idle_stamp: when it last went idle, 0 = unset */
+	/*
+	 * rq->cfs.h_load and the jiffy it was computed at (last_h_load_update):
+	 * task_h_load() scales a task's load by it. ORACLE_UNKNOWN in both
+	 * without CONFIG_FAIR_GROUP_SCHED.
+	 */
+	u64 h_load;
+	u64 last_h_load_update;
 	u8 curr_is_idle;	/* rq->curr == rq->idle */
 	u8 ttwu_pending;	/* rq->ttwu_pending */
 	u8 has_idle_cores;	/* its sd_llc_shared->has_idle_cores; 2 = unknown */

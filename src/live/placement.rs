@@ -327,9 +327,14 @@ impl Placer {
                 sched_idle_only: false,
                 load: est_load + u64::from(unattached) * NICE_0_LOAD,
                 util: est_util,
+                // Stand-ins: the estimator keeps neither (the slow path reads them).
+                util_est: 0,
+                runnable: 0,
                 capacity: 0,
                 avg_idle_ns: h.avg_idle_ns,
                 idle_exit_ns: idle_exit,
+                // When our last task stopped here: the kernel's newly-idle stamp.
+                idle_stamp_ns: free_since,
             };
         }
         self.delayed.apply_to(&mut self.snaps);

@@ -145,6 +145,15 @@ pub struct SampleCpu {
     pub nr_delayed: u32,
     /// SCHED_IDLE tasks among cfs's (`sched_idle_cpu()`).
     pub nr_sched_idle: u32,
+    /// `rq->cfs.avg.util_est` (`.enqueued` before v6.8) and `rq->cfs.avg.runnable_avg`,
+    /// which the fork/exec slow path reads.
+    pub util_est: u64,
+    pub runnable_avg: u64,
+    /// `rq->idle_stamp` in ns of the rq clock: when the CPU last went idle, 0 if unset.
+    pub idle_stamp: u64,
+    /// The root cfs_rq's `h_load` and the jiffy it was last computed at, which
+    /// `task_h_load()` reads; `None` without CONFIG_FAIR_GROUP_SCHED.
+    pub h_load: Option<(u64, u64)>,
     /// `rq->cpu_capacity`.
     pub capacity: u32,
     /// `rq->curr == rq->idle`.
@@ -240,6 +249,25 @@ impl std::fmt::Display for SampleError {
 }
 
 impl Sample {
+    /// `task_h_load(p)` of a task of the root task group whose CPU is `cpu`: its load
+    /// scaled by the root cfs_rq's `h_load` over the cfs_rq's load.  `h_load` is recomputed
+    /// (as the cfs_rq's load) at most once a jiffy, so within the jiffy of its last update
+    /// the stored, older value scales.  The +1 keeps an empty cfs_rq from dividing by 0.
+    fn task_h_load(&self, load_avg: u64, cpu: usize) -> u64 {
+        let Some(c) = self.cpus.get(cpu) else {
+            return load_avg;
+        };
+        let Some((h_load, at)) = c.h_load else {
+            return load_avg;
+        };
+        let h = if at == self.jiffies {
+            h_load
+        } else {
+            c.load_avg
+        };
+        (u128::from(load_avg) * u128::from(h) / (u128::from(c.load_avg) + 1)) as u64
+    }
+
     fn task_state(&self, t: &SampleTask, cpu: usize, nr: usize, hz: u64) -> TaskState {
         let mut allowed = CpuSet::new();
         for c in 0..nr.min(64) {
@@ -259,7 +287,7 @@ impl Sample {
             last_wakee: (t.last_wakee_pid > 0).then_some(t.last_wakee_pid as u32),
             wakee_flip_decay_ts: self.now_ns.saturating_sub(ago.saturating_mul(jiffy_ns)),
             allowed,
-            load: t.load_avg,
+            load: self.task_h_load(t.load_avg, cpu),
             util: util_u32(t.util_avg),
             is_per_cpu_kthread: t.flags & PF_KTHREAD != 0 && t.nr_cpus_allowed == 1,
         }
@@ -303,9 +331,12 @@ impl Sample {
                 sched_idle_only: c.nr_running > 0 && c.nr_sched_idle == c.nr_running,
                 load: c.load_avg,
                 util: util_u32(c.util_avg),
+                util_est: util_u32(c.util_est),
+                runnable: util_u32(c.runnable_avg),
                 capacity: c.capacity,
                 avg_idle_ns: c.avg_idle,
                 idle_exit_ns: 0,
+                idle_stamp_ns: c.idle_stamp,
             })
             .collect();
         // One hint per LLC: the kernel's sd_llc_shared is shared by its CPUs.

@@ -166,6 +166,11 @@ fn parse(data: &[u8]) -> Option<Sample> {
                 nr_running: c.nr_running,
                 nr_delayed: c.nr_delayed,
                 nr_sched_idle: c.nr_sched_idle,
+                util_est: c.util_est,
+                runnable_avg: c.runnable_avg,
+                idle_stamp: c.idle_stamp,
+                h_load: (c.h_load != intf::ORACLE_UNKNOWN as u64)
+                    .then_some((c.h_load, c.last_h_load_update)),
                 capacity: c.capacity,
                 curr_is_idle: c.curr_is_idle != 0,
                 ttwu_pending: c.ttwu_pending != 0,

@@ -101,6 +101,31 @@ fn a_sample_becomes_a_trace_line_that_explain_reads() {
     assert_eq!(back, rec);
 }
 
+/// `task_h_load()` (5.10 fair.c :8196-8224): the root cfs_rq's h_load scales the task's load
+/// over the cfs_rq's, and is recomputed only once a jiffy, so within the jiffy of its last
+/// update a stale h_load scales.  Records without h_load keep the task's own load.
+#[test]
+fn task_loads_are_scaled_by_the_root_h_load_of_their_jiffy() {
+    let t = topo(4);
+    let trace = |s: &Sample| {
+        s.to_trace(1, &t, &TopologyInput::from_topology(&t), "mainline", 250)
+            .unwrap()
+    };
+    let mut s = sample();
+    assert_eq!(
+        trace(&s).task.load,
+        300,
+        "no h_load recorded: the task's own load"
+    );
+    // Wakee on CPU 2 (load 1024), h_load updated this jiffy at 512: 300 * 512 / 1025.
+    s.cpus[2].h_load = Some((512, s.jiffies));
+    // Waker on CPU 0, h_load from an earlier jiffy: recomputed as the current load.
+    s.cpus[0].h_load = Some((100, s.jiffies - 1));
+    let rec = trace(&s);
+    assert_eq!(rec.task.load, 300 * 512 / 1025);
+    assert_eq!(rec.wake.waker.unwrap().load, 500 * 1024 / 1025);
+}
+
 #[test]
 fn samples_that_cannot_be_replayed_say_why() {
     let t = topo(4);

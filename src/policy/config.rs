@@ -210,6 +210,21 @@ choice! {
     }
 }
 
+choice! {
+    /// Fork and exec placement (`find_idlest_group()`): whether a NUMA domain whose local
+    /// node has spare capacity keeps the new task there.
+    pub enum ForkNumaRule {
+        /// v5.10: while the local node has an idle CPU.
+        LocalIdle = "local-idle",
+        /// v5.18+ (Mel Gorman, `sd->imb_numa_nr`): while the idle-CPU difference between the
+        /// nodes is at most 2 and the local node, with the new task, runs no more than
+        /// imb_numa_nr tasks (one per LLC of the node, or an eighth of a single-LLC node's
+        /// CPUs); otherwise the node with more idle CPUs.  v5.11-v5.17 had a rule between
+        /// the two (a quarter of the domain's CPUs), not modelled.
+        ImbNumaNr = "imb-numa-nr",
+    }
+}
+
 /// `declared_or!(x; d)` is `x`, `declared_or!(; d)` is `d`: a flag's optional clause or
 /// its type's default.
 macro_rules! declared_or {
@@ -507,6 +522,20 @@ flags! {
         table: "39afe5d6: `nr_wakeups_affine` no longer counts WA_IDLE keeping prev (counter \
                 only)",
                "v6.4, 5.15.y, 6.1.y";
+    }
+    fork_numa_rule: ForkNumaRule {
+        V5_10: ForkNumaRule::LocalIdle, V6_0: ForkNumaRule::ImbNumaNr;
+        help: "Fork/exec placement across NUMA nodes, when the local node has spare capacity: \
+               local-idle = v5.10, stay while the local node has an idle CPU; imb-numa-nr = \
+               v5.18+ (sd->imb_numa_nr), stay while the nodes' idle CPUs differ by at most 2 \
+               and the local node runs few tasks, else go to the node with more idle CPUs. \
+               Presets v5.12-v5.15 keep local-idle (their kernels' in-between rule is not \
+               modelled).";
+        cli: "RULE", "Fork/exec across NUMA nodes: local-idle (v5.10) or imb-numa-nr \
+                      (v5.18+).";
+        table: "fork/exec slow path: how a NUMA domain with spare local capacity keeps a new \
+                task on its node",
+               "local-idle: ≤v5.10 / imb-numa-nr: v5.18+";
     }
     imbalance_pct_llc: u32 {
         V5_10: 117;

@@ -361,7 +361,7 @@ impl<'a> Step<'a> {
 
     /// `sd->imbalance_pct` of a level.
     #[inline]
-    fn imbalance_pct(&self, level: DomainLevel) -> u32 {
+    pub(super) fn imbalance_pct(&self, level: DomainLevel) -> u32 {
         match level {
             DomainLevel::Smt => self.cfg.imbalance_pct_smt,
             _ => self.cfg.imbalance_pct_llc,
@@ -459,7 +459,7 @@ impl<'a> Step<'a> {
     /// Whether a level carries the balance flag of this placement.  SD_BALANCE_WAKE is set
     /// only on asymmetric-capacity domains (not modelled), so a wake-up never takes the slow
     /// path; SD_BALANCE_FORK/EXEC are on every level except far NUMA ones.
-    fn level_balances(&self, level: DomainLevel, flags: u32) -> bool {
+    pub(super) fn level_balances(&self, level: DomainLevel, flags: u32) -> bool {
         if flags & WAKE_TTWU != 0 {
             false
         } else if flags & (WAKE_FORK | WAKE_EXEC) != 0 {
@@ -707,50 +707,6 @@ impl<'a> Step<'a> {
                 None
             }
         }
-    }
-
-    /// The slow path, simplified.  The kernel's `find_idlest_cpu()` descends from the
-    /// widest balancing domain group by group (`find_idlest_group()`, comparing group load
-    /// and spare capacity) and then picks, inside the group, the idle CPU in the shallowest
-    /// idle state or the least-loaded CPU.  Here: within the widest domain's span ∩ allowed,
-    /// the first available-idle CPU walking from the waker's CPU, else the CPU with the least
-    /// load (ties: fewer tasks, then walk order).  Good enough for fork placement, which is
-    /// not what the seeds study.
-    fn find_idlest_cpu(
-        &mut self,
-        level: DomainLevel,
-        task: &TaskState,
-        allowed: &CpuSet,
-        flags: u32,
-    ) -> usize {
-        self.cnt.nr_slow_path += 1;
-        if flags & (WAKE_FORK | WAKE_EXEC) != 0 {
-            self.cnt.nr_fork_placements += 1;
-        }
-        let this = self.this_cpu;
-        let span = self
-            .topo
-            .span(this, level)
-            .and(allowed)
-            .and(self.topo.online());
-        if span.is_empty() {
-            self.push(Rule::SlowPathNoAllowedCpu);
-            return task.prev_cpu;
-        }
-        let mut best: Option<(u64, u32, usize)> = None;
-        for c in span.iter_wrap(this) {
-            if self.available_idle(c) {
-                self.push(Rule::SlowPathIdlestIdle);
-                return c;
-            }
-            let s = self.snap(c);
-            let key = (s.load, s.nr_running, c);
-            if best.is_none_or(|b| (key.0, key.1) < (b.0, b.1)) {
-                best = Some(key);
-            }
-        }
-        self.push(Rule::SlowPathIdlestLeastLoaded);
-        best.map_or(task.prev_cpu, |b| b.2)
     }
 
     // ------------------------------------------------------------------------------------

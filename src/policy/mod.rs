@@ -18,7 +18,8 @@
 //! CpuSet            fixed 1024-bit mask: set/contains/and/or/iter/iter_wrap (for_each_cpu_wrap)
 //!
 //! CpuSnapshot { idle, nr_running, nr_delayed, ttwu_pending, wakeup_in_flight,
-//!               sched_idle_only, load, util, capacity, avg_idle_ns, idle_exit_ns }
+//!               sched_idle_only, load, util, util_est, runnable, capacity, avg_idle_ns,
+//!               idle_exit_ns, idle_stamp_ns }
 //!                                                                     // slice indexed by CPU
 //! TaskState   { pid, prev_cpu, recent_used_cpu, wakee_flips, last_wakee,
 //!               wakee_flip_decay_ts, allowed, load, util, is_per_cpu_kthread }
@@ -86,6 +87,7 @@
 //! | `wa_bias` | sched_feat WA_BIAS: `wake_affine_weight()` favours the waker's CPU | always |
 //! | `wa_idle_prev_idle` | d8fcb81f: `wake_affine_idle()` keeps an idle prev before WA_WEIGHT is asked | v5.11 |
 //! | `affine_tally_excludes_prev` | 39afe5d6: `nr_wakeups_affine` no longer counts WA_IDLE keeping prev (counter only) | v6.4, 5.15.y, 6.1.y |
+//! | `fork_numa_rule` = `local-idle` / `imb-numa-nr` | fork/exec slow path: how a NUMA domain with spare local capacity keeps a new task on its node | local-idle: ≤v5.10 / imb-numa-nr: v5.18+ |
 //! | `imbalance_pct_llc` | domain parameter: `imbalance_pct` of the LLC and wider domains | always 117 |
 //! | `imbalance_pct_smt` | domain parameter: `imbalance_pct` of the SMT domain | always 110 |
 //! | `kthread_stacking_requires_task` | 8b4e74cc: per-CPU-kthread stacking in `select_idle_sibling()` needs `in_task()` | v5.17, 5.10.y |
@@ -129,6 +131,7 @@ pub mod idle_scan;
 pub mod pelt;
 pub mod rng;
 pub mod rules;
+pub mod slow_path;
 pub mod topology;
 pub mod trace;
 pub mod types;
@@ -170,3 +173,5 @@ mod tests_engine;
 mod tests_props;
 #[cfg(test)]
 mod tests_seeds;
+#[cfg(test)]
+mod tests_slow_path;

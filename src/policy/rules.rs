@@ -137,9 +137,19 @@ rules! {
 
     // ---- slow path ----
     SlowPathIdlestIdle => "slow_path_idlest_idle",
-        "find_idlest_cpu (simplified): an idle allowed CPU in the widest balancing domain";
+        "find_idlest_group_cpu: the most recently idled allowed CPU of the chosen group";
     SlowPathIdlestLeastLoaded => "slow_path_idlest_least_loaded",
-        "find_idlest_cpu (simplified): no idle CPU; the least-loaded allowed CPU";
+        "find_idlest_group_cpu: no idle CPU with an idle stamp in the group; its least-loaded CPU";
+    SlowPathIdlestGroup => "slow_path_idlest_group",
+        "find_idlest_group: another group of the domain is idler than the local one; descend into it";
+    SlowPathNumaKeptLocal => "slow_path_numa_kept_local",
+        "find_idlest_group: the local node has spare capacity and the allowed NUMA imbalance keeps the task there";
+    SlowPathSingleCpuGroup => "slow_path_single_cpu_group",
+        "find_idlest_group_cpu: the chosen group is one CPU";
+    SlowPathSchedIdleCpu => "slow_path_sched_idle_cpu",
+        "find_idlest_group_cpu: a CPU running only SCHED_IDLE tasks";
+    SlowPathLocalGroupKept => "slow_path_local_group_kept",
+        "find_idlest_cpu: no domain found a group idler than the local one; the placing CPU";
     SlowPathNoAllowedCpu => "slow_path_no_allowed_cpu",
         "find_idlest_cpu: the balancing domain holds no allowed CPU; keep prev";
 

@@ -466,37 +466,6 @@ fn waker_cpu_not_allowed_and_exiting_waker() {
 }
 
 #[test]
-fn fork_takes_the_simplified_slow_path() {
-    let topo = shape(2, 1, 4, 1);
-    let mut e = engine(&topo, "mainline");
-    let mut cpus = all_busy(8);
-    cpus[6] = CpuSnapshot::idle();
-    let mut t = wakee(1, 1, 8);
-    let mut w = WakeCtx {
-        wake_flags: WAKE_FORK,
-        ..WakeCtx::ttwu(1, waker_task(2, 8), 0)
-    };
-    let d = e.select_cpu(&cpus, &mut t, &mut w);
-    assert_eq!((d.cpu, d.path), (6, Path::Slow));
-    assert_eq!(names(&d), ["slow_path_idlest_idle"]);
-    assert_eq!(d.counted.nr_fork_placements, 1);
-    assert_eq!(d.counted.nr_wakeups, 0);
-    assert_eq!(w.waker.wakee_flips, 0, "no record_wakee for a fork");
-    // nothing idle: least load
-    let mut cpus = all_busy(8);
-    cpus[3].load = 10;
-    let d = e.select_cpu(&cpus, &mut t, &mut w);
-    assert_eq!(
-        (d.cpu, names(&d)),
-        (3, vec!["slow_path_idlest_least_loaded"])
-    );
-    // no flags at all: prev
-    let mut w0 = WakeCtx { wake_flags: 0, ..w };
-    let d = e.select_cpu(&cpus, &mut t, &mut w0);
-    assert_eq!((d.cpu, d.path), (1, Path::NotAWakeup));
-}
-
-#[test]
 fn pinned_tasks_and_fallback() {
     let topo = shape(2, 1, 4, 1);
     let mut e = engine(&topo, "mainline");

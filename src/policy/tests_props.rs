@@ -31,7 +31,15 @@ fn random_topology(r: &mut XorShift) -> Topology {
 
 fn random_snapshot(r: &mut XorShift, all_idle: bool) -> CpuSnapshot {
     if all_idle || r.chance(35) {
-        return rng::idle_cpu(r, if all_idle { 0 } else { 10 }, 3_000_000);
+        let mut s = rng::idle_cpu(r, if all_idle { 0 } else { 10 }, 3_000_000);
+        // Most idle CPUs went idle through schedule() and carry a stamp; a few were woken
+        // since and carry none.
+        s.idle_stamp_ns = if r.chance(80) {
+            1 + r.below(1_000_000)
+        } else {
+            0
+        };
+        return s;
     }
     let (nr_running, nr_delayed) = rng::busy_counts(r, 30);
     CpuSnapshot {
@@ -43,6 +51,8 @@ fn random_snapshot(r: &mut XorShift, all_idle: bool) -> CpuSnapshot {
         sched_idle_only: r.chance(10),
         load: r.below(4096),
         util: r.below(1025) as u32,
+        util_est: r.below(1025) as u32,
+        runnable: r.below(3000) as u32,
         capacity: if r.chance(20) {
             512 + r.below(513) as u32
         } else {
@@ -50,6 +60,7 @@ fn random_snapshot(r: &mut XorShift, all_idle: bool) -> CpuSnapshot {
         },
         avg_idle_ns: r.below(2_000_000),
         idle_exit_ns: 0,
+        idle_stamp_ns: 0,
     }
 }
 

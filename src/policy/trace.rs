@@ -250,9 +250,15 @@ pub struct CpuState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub util: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub util_est: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runnable: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub avg_idle_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_stamp_ns: Option<u64>,
 }
 
 impl CpuState {
@@ -275,8 +281,11 @@ impl CpuState {
             sched_idle_only: Some(s.sched_idle_only),
             load: Some(s.load),
             util: Some(s.util),
+            util_est: Some(s.util_est),
+            runnable: Some(s.runnable),
             capacity: Some(s.capacity),
             avg_idle_ns: Some(s.avg_idle_ns),
+            idle_stamp_ns: Some(s.idle_stamp_ns),
         }
     }
 
@@ -295,8 +304,11 @@ impl CpuState {
             sched_idle_only,
             load,
             util,
+            util_est,
+            runnable,
             capacity,
-            avg_idle_ns
+            avg_idle_ns,
+            idle_stamp_ns
         );
         s
     }

@@ -53,6 +53,16 @@ pub struct CpuSnapshot {
     /// `cpu_util_cfs()`: cfs utilisation, 0..=capacity.  Feeds SIS_UTIL's `nr_idle_scan`.
     #[serde(default)]
     pub util: u32,
+    /// `cfs_rq->avg.util_est` (`.enqueued` before v6.8): the utilisation its queued tasks
+    /// are expected to have.  `cpu_util()` is the larger of this and `util`; read by the
+    /// fork/exec slow path.
+    #[serde(default)]
+    pub util_est: u32,
+    /// `cfs_rq->avg.runnable_avg`: like `util`, but accrued while tasks wait as well as while
+    /// they run, so it exceeds `util` when they queue.  Read by the slow path's group
+    /// classification; 0 (unknown) reads as `util`.
+    #[serde(default)]
+    pub runnable: u32,
     /// `capacity_of(cpu)`: capacity left for cfs after RT/IRQ/thermal pressure; 0 means "use
     /// the topology's original capacity".
     #[serde(default)]
@@ -66,6 +76,11 @@ pub struct CpuSnapshot {
     /// `rq->wake_avg_idle` there at `avg_idle / 2` and ages it per jiffy from that moment.
     #[serde(default)]
     pub idle_exit_ns: u64,
+    /// `rq->idle_stamp`: when the CPU last went idle through schedule() (the newly-idle
+    /// balance stamps it; a wake-up to the CPU clears it), on any clock common to all CPUs;
+    /// 0 if unset.  The slow path prefers the most recently idled CPU.
+    #[serde(default)]
+    pub idle_stamp_ns: u64,
 }
 
 pub(crate) fn default_avg_idle_ns() -> u64 {
@@ -93,9 +108,12 @@ impl CpuSnapshot {
         sched_idle_only: false,
         load: 0,
         util: 0,
+        util_est: 0,
+        runnable: 0,
         capacity: 0,
         avg_idle_ns: 0,
         idle_exit_ns: 0,
+        idle_stamp_ns: 0,
     };
 
     /// An idle CPU: idle task running, nothing queued.

@@ -565,7 +565,11 @@ impl World {
             self.snaps = (0..n)
                 .map(|c| {
                     if counted[c] == 0 {
-                        CpuSnapshot::idle()
+                        // Idle since the start, through schedule(): stamped, all alike.
+                        CpuSnapshot {
+                            idle_stamp_ns: 1,
+                            ..CpuSnapshot::idle()
+                        }
                     } else {
                         CpuSnapshot::busy(counted[c])
                     }
@@ -1091,9 +1095,14 @@ impl World {
             sched_idle_only: false,
             load: cpu.load.round() as u64,
             util: (cpu.util.round() as u32).min(1024),
+            util_est: 0,
+            runnable: 0,
             capacity: 0,
             avg_idle_ns: cpu.avg_idle,
             idle_exit_ns: cpu.idle_exit,
+            // The simulator's clock starts at 0; a CPU idle since boot gets a stamp of 1 ns
+            // rather than "unset".
+            idle_stamp_ns: cpu.idle_since.map_or(0, |t| t.max(1)),
         }
     }
 
