@@ -45,6 +45,7 @@ use std::sync::mpsc::SyncSender;
 use crate::live::protocol::{CpuReading, Sleep, Wakeup};
 #[cfg(test)]
 use scx_wakelab::policy::CpuSet;
+use scx_wakelab::policy::pelt::RootHLoad;
 use scx_wakelab::policy::{
     Config, CpuDesc, CpuSnapshot, DelayedDequeue, Engine, TaskState, Topology, TraceRecord,
     WAKE_SYNC, WakeCtx,
@@ -154,6 +155,8 @@ struct CpuHistory {
     /// rq->avg_idle, and the idle period (BPF's last_idle_ns) it last took in.
     avg_idle_ns: u64,
     last_idle_sample: u64,
+    /// The root cfs_rq's h_load, refreshed once a jiffy by our own decisions.
+    h_load: RootHLoad,
 }
 
 impl Default for CpuHistory {
@@ -162,6 +165,7 @@ impl Default for CpuHistory {
             // The kernel starts rq->avg_idle at 2 * sysctl_sched_migration_cost.
             avg_idle_ns: 1_000_000,
             last_idle_sample: 0,
+            h_load: RootHLoad::default(),
         }
     }
 }
@@ -393,7 +397,11 @@ impl Placer {
         let mut task = self.task_state(pid, prev);
         task.prev_cpu = prev;
         task.allowed = msg.allowed.and(self.engine.topology().possible());
-        task.load = msg.est_load;
+        // task_h_load(): scaled by prev's h_load of this jiffy.
+        task.load = match (self.history.get_mut(prev), self.snaps.get(prev)) {
+            (Some(h), Some(s)) => h.h_load.task_h_load(msg.est_load, s.load, now),
+            _ => msg.est_load,
+        };
         task.util = msg.est_util;
 
         let selected = sel.is_some();
@@ -402,7 +410,10 @@ impl Placer {
         let mut waker = self.task_state(waker_pid, waker_cpu);
         waker.is_per_cpu_kthread = sel.is_some_and(|w| w.per_cpu_kthread);
         if let Some(w) = sel {
-            waker.load = w.est_load;
+            waker.load = match (self.history.get_mut(waker_cpu), self.snaps.get(waker_cpu)) {
+                (Some(h), Some(s)) => h.h_load.task_h_load(w.est_load, s.load, now),
+                _ => w.est_load,
+            };
         }
         let mut wake = WakeCtx {
             // Without a select_cpu (a pinned task's wake-up) the engine sees

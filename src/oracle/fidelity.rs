@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::explain::{PolicyOverride, Question, Resolved, resolve_policy};
+use crate::policy::pelt::RootHLoad;
 use crate::policy::{
     Config, CpuSnapshot, CpuStates, Engine, PolicySpec, TaskState, Topology, TraceRecord,
     WAKE_EXEC, WAKE_FORK, WakeCtx,
@@ -90,6 +91,38 @@ impl Inputs {
 /// CPU states that do not resolve on `topo` are left as they are, for the replay to report.
 pub fn live_view(rec: TraceRecord, topo: &Topology) -> TraceRecord {
     with_stand_ins(rec, topo, &StandIn::ALL)
+}
+
+/// The live agent's `task_h_load()`: each CPU's root `h_load` as the agent's own decisions
+/// refresh it (src/live/placement.rs), carried from one record of a file to the next.  The
+/// kernel's is refreshed by its own wake-ups and by load balancing, which the agent does
+/// not see, so the two drift apart within a jiffy.
+#[derive(Clone, Debug, Default)]
+pub struct AgentHLoads {
+    cpus: Vec<RootHLoad>,
+}
+
+impl AgentHLoads {
+    /// Scales the wakee's load (on prev's root cfs_rq) and the waker's (on the waker's
+    /// CPU's) of a live view, as the agent would at this wake-up.
+    pub fn apply(&mut self, rec: &mut TraceRecord, topo: &Topology) {
+        let nr = topo.nr_cpus();
+        let Ok(cpus) = rec.cpus.resolve(nr) else {
+            return;
+        };
+        if self.cpus.len() != nr {
+            self.cpus = vec![RootHLoad::default(); nr];
+        }
+        let now = rec.wake.now_ns;
+        let prev = rec.task.prev_cpu;
+        if prev < nr {
+            rec.task.load = self.cpus[prev].task_h_load(rec.task.load, cpus[prev].load, now);
+        }
+        let this = rec.wake.waker_cpu;
+        if let Some(w) = rec.wake.waker.as_mut().filter(|_| this < nr) {
+            w.load = self.cpus[this].task_h_load(w.load, cpus[this].load, now);
+        }
+    }
 }
 
 /// One of the live agent's stand-ins that [`live_view`] puts in place of the kernel's

@@ -265,7 +265,7 @@ impl Sample {
         } else {
             c.load_avg
         };
-        (u128::from(load_avg) * u128::from(h) / (u128::from(c.load_avg) + 1)) as u64
+        crate::policy::pelt::task_h_load(load_avg, h, c.load_avg)
     }
 
     fn task_state(&self, t: &SampleTask, cpu: usize, nr: usize, hz: u64) -> TaskState {
@@ -694,6 +694,7 @@ pub fn compare_file(
     let name = file.display().to_string();
     let base = file.parent().map(|p| p.to_path_buf()).unwrap_or_default();
     let mut estimates = EstimateErrors::default();
+    let mut h_loads = fidelity::AgentHLoads::default();
     c.skipped_at_end = crate::explain::for_each_resolved(
         std::io::BufReader::with_capacity(1 << 16, reader),
         &name,
@@ -702,7 +703,11 @@ pub fn compare_file(
         |rec, topo| {
             // The estimates against the record's own values, before a view replaces them.
             estimates.add(&rec, topo);
-            opts.inputs.view(rec, topo)
+            let mut view = opts.inputs.view(rec, topo);
+            if opts.inputs == Inputs::Live {
+                h_loads.apply(&mut view, topo);
+            }
+            view
         },
         |line, rec, inputs| {
             let report = &crate::explain::explain(inputs);
