@@ -339,11 +339,17 @@ impl Sample {
                 idle_stamp_ns: c.idle_stamp,
             })
             .collect();
-        // One hint per LLC: the kernel's sd_llc_shared is shared by its CPUs.
+        // One hint per LLC: the kernel's sd_llc_shared is shared by its CPUs.  The scan
+        // cost is not: it lives in each CPU's own sd_llc, and SIS_PROP reads the waker's
+        // (this_sd), so the waker's LLC takes the waker's.
         let mut llc_state: Vec<LlcStateInput> = Vec::new();
         for l in 0..topo.nr_llcs() {
-            let first = (0..nr).find(|&c| topo.llc_index(c) == l);
-            if let Some(c) = first.map(|c| self.cpus[c]) {
+            let from = if topo.llc_index(this) == l {
+                Some(this)
+            } else {
+                (0..nr).find(|&c| topo.llc_index(c) == l)
+            };
+            if let Some(c) = from.map(|c| self.cpus[c]) {
                 llc_state.push(c.llc.to_input(l));
             }
         }
