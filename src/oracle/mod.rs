@@ -442,6 +442,12 @@ impl SeedRate {
         self.kernel += kernel as usize;
         self.engine += engine as usize;
     }
+
+    fn merge(&mut self, o: &SeedRate) {
+        self.cases += o.cases;
+        self.kernel += o.kernel;
+        self.engine += o.engine;
+    }
 }
 
 /// The seeds' own quantities, as the recorded kernel shows them and as the engine gives them
@@ -488,21 +494,11 @@ impl SeedRates {
     }
 
     fn merge(&mut self, o: &SeedRates) {
-        for (a, b) in [
-            (
-                &mut self.sync_from_interrupt_to_waker,
-                &o.sync_from_interrupt_to_waker,
-            ),
-            (
-                &mut self.sync_beside_delayed_to_waker,
-                &o.sync_beside_delayed_to_waker,
-            ),
-            (&mut self.recent_used_cpu_taken, &o.recent_used_cpu_taken),
-        ] {
-            a.cases += b.cases;
-            a.kernel += b.kernel;
-            a.engine += b.engine;
-        }
+        self.sync_from_interrupt_to_waker
+            .merge(&o.sync_from_interrupt_to_waker);
+        self.sync_beside_delayed_to_waker
+            .merge(&o.sync_beside_delayed_to_waker);
+        self.recent_used_cpu_taken.merge(&o.recent_used_cpu_taken);
     }
 
     fn render(&self, o: &mut String) {
@@ -521,13 +517,7 @@ impl SeedRates {
                 &self.recent_used_cpu_taken,
             ),
         ] {
-            let share = |n: usize| {
-                if r.cases == 0 {
-                    "-".to_string()
-                } else {
-                    format!("{:.1}%", 100.0 * n as f64 / r.cases as f64)
-                }
-            };
+            let share = |n| fidelity::share(n, r.cases);
             let _ = writeln!(
                 o,
                 "    {name:<54} {:>7}; kernel {:>7} ({}), engine {:>7} ({})",
