@@ -204,8 +204,8 @@ choice! {
         /// `wake_avg_idle` from v5.14) over the LLC's avg_scan_cost.  Removed in v6.7
         /// (984ffb6a).
         Prop = "prop",
-        /// SIS_UTIL (70fb5ccf, v6.0): depth from the target LLC's utilisation.  The formula is
-        /// a documented approximation (see `sis_util_nr_idle_scan` in the idle-scan module).
+        /// SIS_UTIL (70fb5ccf, v6.0): depth from the target LLC's utilisation, computed at each
+        /// decision (see `sis_util_nr_idle_scan` in the idle-scan module).
         Util = "util",
     }
 }
@@ -438,12 +438,13 @@ flags! {
         V5_10: SisMode::Prop, V6_0: SisMode::Util;
         help: "Idle-CPU scan depth: prop = SIS_PROP with emulated avg_idle and avg_scan_cost, \
                its idle estimate per sis_prop_wake_avg_idle (removed in v6.7); util = SIS_UTIL, nr_idle_scan from LLC \
-               utilisation (70fb5ccf, v6.0; formula approximated, unverified); none = whole LLC.";
+               utilisation (70fb5ccf, v6.0; computed at each decision, where the kernel stores it at \
+               periodic balancing); none = whole LLC.";
         cli: "MODE", "Idle-CPU scan depth: none, prop (SIS_PROP, removed v6.7) or \
-                      util (SIS_UTIL, merged v6.0; approximated formula).";
+                      util (SIS_UTIL, merged v6.0).";
         table: "`none` the whole LLC; `prop` SIS_PROP (idle estimate per \
-                `sis_prop_wake_avg_idle`); `util` SIS_UTIL (70fb5ccf; formula approximated, see \
-                `--help`)",
+                `sis_prop_wake_avg_idle`); `util` SIS_UTIL (70fb5ccf; depth computed at each \
+                decision, see `--help`)",
                "none: no kernel / prop: ≤v6.6 / util: v6.0+";
     }
     sis_prop_wake_avg_idle: bool {

@@ -23,9 +23,8 @@ use super::topology::SCHED_CAPACITY_SCALE;
 /// SIS_UTIL's `nr_idle_scan` for an LLC of `llc_weight` CPUs whose summed cfs utilisation
 /// is `sum_util`, with the LLC domain's `imbalance_pct`.
 ///
-/// **Approximation, unverified against the source here** (the reference marks the formula
-/// unverified).  It follows the derivation in 70fb5ccf's changelog and comment as recalled:
-/// the fraction of the LLC to scan falls quadratically with utilisation and reaches zero at
+/// `update_idle_cpu_scan()`'s arithmetic, checked against Debian's 7.2.13 fair.c: the
+/// fraction of the LLC to scan falls quadratically with utilisation and reaches zero at
 /// the "overloaded" threshold `100 / imbalance_pct` (≈85 % for 117):
 ///
 /// ```text
@@ -35,8 +34,10 @@ use super::topology::SCHED_CAPACITY_SCALE;
 /// ```
 ///
 /// The kernel recomputes it during periodic load balancing of the LLC domain (not for
-/// newly-idle balancing), so its value lags; the engine recomputes it from the snapshot at
-/// each decision, which is the value the next periodic balance would store.
+/// newly-idle balancing), so its value lags, and sums `cpu_util_cfs()`, which is the larger
+/// of util_avg and util_est; the engine recomputes it from the snapshot's `util` at each
+/// decision, which is the value the next periodic balance would store where util_est is
+/// not the larger.
 pub fn sis_util_nr_idle_scan(sum_util: u64, llc_weight: u64, imbalance_pct: u32) -> u64 {
     if llc_weight == 0 {
         return 0;

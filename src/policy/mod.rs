@@ -78,7 +78,7 @@
 //! | `idle_candidate` | seed 4 patch 4 (merged inside 9fe1f127): a failed idle-core search returns the first idle CPU it saw | v5.12 |
 //! | `select_idle_smt_prev` | c722f35b: prev's SMT siblings before the LLC scan | v5.13 |
 //! | `scan_skips_target` | 56498cfb: the idle-CPU scan starts after the target | v5.15 |
-//! | `sis` = `none` / `prop` / `util` | `none` the whole LLC; `prop` SIS_PROP (idle estimate per `sis_prop_wake_avg_idle`); `util` SIS_UTIL (70fb5ccf; formula approximated, see `--help`) | none: no kernel / prop: ≤v6.6 / util: v6.0+ |
+//! | `sis` = `none` / `prop` / `util` | `none` the whole LLC; `prop` SIS_PROP (idle estimate per `sis_prop_wake_avg_idle`); `util` SIS_UTIL (70fb5ccf; depth computed at each decision, see `--help`) | none: no kernel / prop: ≤v6.6 / util: v6.0+ |
 //! | `sis_prop_wake_avg_idle` | 94aafc3e: SIS_PROP reads the aged `rq->wake_avg_idle` instead of `avg_idle / 512` | v5.14 |
 //! | `sis_prop_cost_per_cpu_ns` | SIS_PROP emulation: the scan cost charged per CPU examined (the kernel measures it) | emulation |
 //! | `sis_prop_cost_fixed_ns` | SIS_PROP emulation: the scan cost charged per scan | emulation |
@@ -94,10 +94,9 @@
 //!
 //! ## Not modelled
 //! Asymmetric capacity (`select_idle_capacity`, `asym_fits_cpu`), clusters (v6.7), EAS,
-//! `WF_CURRENT_CPU`, core scheduling cookies, the exact `find_idlest_cpu` group descent and
-//! the full `load_balance()` behind the newly-idle pull (both simplified and documented at
-//! their functions).  SIS_UTIL's formula is an approximation (see
-//! `idle_scan::sis_util_nr_idle_scan`).
+//! `WF_CURRENT_CPU`, core scheduling cookies and the full `load_balance()` behind the
+//! newly-idle pull (simplified and documented at its function).  SIS_UTIL's depth is the kernel's formula, computed at each decision
+//! rather than at the kernel's periodic balance (see `idle_scan::sis_util_nr_idle_scan`).
 
 /// `impl Deserialize for $ty` through a unit visitor: `expecting` says what the input
 /// should be, the visitor's `visit_*` methods are given as they are, and `$call` is the
