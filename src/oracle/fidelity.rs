@@ -703,7 +703,8 @@ impl EstimateErrors {
                 .add(u64::from(e.cpu_util[i]), u64::from(s.util));
         }
         if let Some(l) = e.task_load {
-            self.task_load.add(l, rec.task.load);
+            self.task_load
+                .add(l, e.kernel_task_load.unwrap_or(rec.task.load));
         }
         if let Some(u) = e.task_util {
             self.task_util.add(u64::from(u), u64::from(rec.task.util));

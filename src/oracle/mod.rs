@@ -390,6 +390,7 @@ impl Sample {
                 task_load: self.wakee.est_load_avg,
                 task_util: self.wakee.est_util_avg.map(util_u32),
                 waker_load: self.waker.est_load_avg,
+                kernel_task_load: Some(self.wakee.load_avg),
             }),
         })
     }

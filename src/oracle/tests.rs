@@ -121,9 +121,20 @@ fn task_loads_are_scaled_by_the_root_h_load_of_their_jiffy() {
     s.cpus[2].h_load = Some((512, s.jiffies));
     // Waker on CPU 0, h_load from an earlier jiffy: recomputed as the current load.
     s.cpus[0].h_load = Some((100, s.jiffies - 1));
+    s.wakee.est_load_avg = Some(300);
     let rec = trace(&s);
     assert_eq!(rec.task.load, 300 * 512 / 1025);
     assert_eq!(rec.wake.waker.unwrap().load, 500 * 1024 / 1025);
+    // The estimator estimates the wakee's own average, not the scaled one: its error is
+    // measured against the kernel's unscaled value.
+    assert_eq!(rec.estimated.as_ref().unwrap().kernel_task_load, Some(300));
+    let mut errs = fidelity::EstimateErrors::default();
+    errs.add(&rec, &t);
+    assert_eq!(
+        errs.task_load.quantile(0.5),
+        Some(0.1),
+        "the lowest bucket: no error"
+    );
 }
 
 #[test]

@@ -683,6 +683,11 @@ pub struct Estimated {
     /// The waker's (`current`'s) `load_avg`, which a sync wake-up weighs; absent as above.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waker_load: Option<u64>,
+    /// The kernel's own `se.avg.load_avg` of the wakee, which `task_load` estimates: the
+    /// record's `task.load` is `task_h_load()`'s, scaled by its CPU's `h_load`.  Absent in
+    /// records made before the scaling (there `task.load` is this).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_task_load: Option<u64>,
 }
 
 impl TraceRecord {
