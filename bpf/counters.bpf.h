@@ -95,9 +95,10 @@ volatile u64 nr_heartbeat_kicks;
  */
 volatile u64 nr_agent_preempt_kicks;
 /*
- * Enqueues that are not wake-ups (slice expired, preempted, fork, property
- * change): kept on the task's CPU without asking the agent, as fair.c keeps
- * a task on its runqueue; select_task_rq() is not involved.
+ * Enqueues that are neither wake-ups nor new tasks (slice expired,
+ * preempted, property change): kept on the task's CPU without asking the
+ * agent, as fair.c keeps a task on its runqueue; select_task_rq() is not
+ * involved.
  */
 volatile u64 nr_requeues_in_place;
 /*

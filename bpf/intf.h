@@ -41,6 +41,10 @@
  *     agent or the ring could not take the message then. ops.enqueue() sends
  *     the wakeup_msg itself and parks the task (unless the fallback queue
  *     below takes it), and the decision takes the apply road.
+ *   - A new task: ops.select_cpu() runs with SCX_WAKE_FORK (no slot), and
+ *     the task's first ops.enqueue(), not a wake-up, takes the same road
+ *     as a wake-up without a slot: the agent places it as fair.c's slow
+ *     path does. Other enqueues that are not wake-ups stay on their CPU.
  *   - The decisions user ring (BPF_MAP_TYPE_USER_RINGBUF, agent -> BPF):
  *     the fallback transport, for kernels whose SYSCALL programs may not
  *     move tasks (--apply-path ring, or auto after such a refusal; BPF's

@@ -209,9 +209,8 @@ s32 BPF_STRUCT_OPS(wakelab_select_cpu, struct task_struct *p, s32 prev_cpu,
 }
 
 /*
- * Not a wake-up: the task's slice ended, it was preempted, it was just
- * forked (onto its parent's CPU, which ops.select_cpu() returned), or a
- * property of it changed. fair.c keeps such a task on its runqueue and
+ * Not a wake-up nor a new task: the task's slice ended, it was preempted,
+ * or a property of it changed. fair.c keeps such a task on its runqueue and
  * select_task_rq() is not involved, so neither is the agent, whose answer
  * would be the task's CPU: it is queued there at once.
  */
@@ -280,7 +279,12 @@ void BPF_STRUCT_OPS(wakelab_enqueue, struct task_struct *p, u64 enq_flags)
 		return;
 	}
 
-	if (!(enq_flags & SCX_ENQ_WAKEUP))
+	/*
+	 * A new task's first enqueue is a placement too: wake_up_new_task()
+	 * asks select_task_rq() with WF_FORK, which ops.select_cpu() stashed,
+	 * and the agent answers as fair.c's slow path would.
+	 */
+	if (!(enq_flags & SCX_ENQ_WAKEUP) && !new_task_selected(tctx))
 		requeue_in_place(p, tctx, enq_flags);
 	else
 		queue_to_agent(p, tctx, enq_flags);

@@ -337,8 +337,9 @@ impl Placer {
                 capacity: 0,
                 avg_idle_ns: h.avg_idle_ns,
                 idle_exit_ns: idle_exit,
-                // When our last task stopped here: the kernel's newly-idle stamp.
-                idle_stamp_ns: free_since,
+                // When our last task stopped here: the kernel's newly-idle stamp
+                // (a CPU idle since we started has been idle longest of all).
+                idle_stamp_ns: if idle { free_since.max(1) } else { 0 },
             };
         }
         self.delayed.apply_to(&mut self.snaps);
@@ -934,5 +935,26 @@ mod tests {
             let cpu = p.place(&msg(10, 7, 6, false, WAKER_TASK, 1)).cpu;
             assert_eq!(cpu == 7, want_prev, "agent spins: {spins}, placed on {cpu}");
         }
+    }
+
+    /// A new task (SCX_WAKE_FORK, its first enqueue, not a wake-up) is placed
+    /// by the slow path: away from its parent's busy node, onto the most
+    /// recently idled CPU of the idle one.
+    #[test]
+    fn a_new_task_takes_the_slow_path() {
+        let mut p = placer("mainline");
+        let mut cpus = states(&[0, 1, 2, 3]);
+        for (c, since) in [(4, 500), (5, 900), (6, 700), (7, 0)] {
+            cpus[c].free_since_ns = since;
+        }
+        p.begin_batch(&cpus, 1_000_000_000);
+        let mut m = msg(10, 1, 1, false, WAKER_TASK, 1);
+        m.is_wakeup = false;
+        if let Some(w) = m.waker.as_mut() {
+            w.wake_flags = 0x04;
+        }
+        assert_eq!(p.place(&m).cpu, 5);
+        let c = p.engine().counters();
+        assert_eq!((c.nr_fork_placements, c.nr_wakeups), (1, 0));
     }
 }

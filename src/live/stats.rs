@@ -126,7 +126,7 @@ macro_rules! with_counters {
                 nr_agent_runs: "BPF: times the agent started running.",
                 nr_agent_migrations: "BPF: agent runs on another CPU than its last (migrations CFS would not make).",
                 nr_agent_preempt_kicks: "BPF: tasks of ours preempted on the agent's CPU so that the agent could run.",
-                nr_requeues_in_place: "BPF: enqueues that are not wake-ups (slice end, preemption, fork), kept on their CPU without the agent.",
+                nr_requeues_in_place: "BPF: enqueues that are not wake-ups or new tasks (slice end, preemption, a property change), kept on their CPU without the agent.",
                 nr_applied_to_idle: "BPF: decisions carried out straight onto an idle CPU.",
                 nr_applied_to_queue: "BPF: decisions carried out into a busy CPU's queue.",
                 nr_apply_runs: "BPF: runs of apply_decisions (the fast lane).",
