@@ -95,8 +95,9 @@
 //! ## Not modelled
 //! Asymmetric capacity (`select_idle_capacity`, `asym_fits_cpu`), clusters (v6.7), EAS,
 //! `WF_CURRENT_CPU`, core scheduling cookies and the full `load_balance()` behind the
-//! newly-idle pull (simplified and documented at its function).  SIS_UTIL's depth is the kernel's formula, computed at each decision
-//! rather than at the kernel's periodic balance (see `idle_scan::sis_util_nr_idle_scan`).
+//! newly-idle pull (simplified and documented at its function).  SIS_UTIL's depth is the
+//! kernel's formula, computed at each decision rather than at the kernel's periodic
+//! balance (see `idle_scan::sis_util_nr_idle_scan`).
 
 /// `impl Deserialize for $ty` through a unit visitor: `expecting` says what the input
 /// should be, the visitor's `visit_*` methods are given as they are, and `$call` is the
