@@ -56,7 +56,7 @@ fn an_idle_cpu_without_a_stamp_is_passed_over() {
     let topo = shape(2, 1, 4, 1);
     let mut e = engine(&topo, "mainline");
     let mut cpus = all_busy(8);
-    cpus[4] = CpuSnapshot::idle();
+    cpus[4] = idle_at(0);
     for (c, load) in [(5, 900), (6, 300), (7, 700)] {
         cpus[c].load = load;
     }

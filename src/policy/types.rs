@@ -116,10 +116,14 @@ impl CpuSnapshot {
         idle_stamp_ns: 0,
     };
 
-    /// An idle CPU: idle task running, nothing queued.
+    /// An idle CPU: idle task running, nothing queued, idle since it last went through
+    /// schedule() at the start of time (an idle stamp of 1 ns, so that the slow path, which
+    /// passes over an idle CPU without a stamp, sees it as a kernel's idle CPU almost always
+    /// is; among several such CPUs the first wins).
     pub fn idle() -> Self {
         CpuSnapshot {
             idle: true,
+            idle_stamp_ns: 1,
             ..Default::default()
         }
     }

@@ -565,11 +565,7 @@ impl World {
             self.snaps = (0..n)
                 .map(|c| {
                     if counted[c] == 0 {
-                        // Idle since the start, through schedule(): stamped, all alike.
-                        CpuSnapshot {
-                            idle_stamp_ns: 1,
-                            ..CpuSnapshot::idle()
-                        }
+                        CpuSnapshot::idle()
                     } else {
                         CpuSnapshot::busy(counted[c])
                     }
