@@ -60,6 +60,8 @@ impl Inputs {
 ///   topology's original capacity (BPF reads no `capacity_of()`);
 /// - CPU `sched_idle_only`: the runqueue holds only SCHED_IDLE tasks → false (the agent
 ///   keeps no count of them);
+/// - CPU `runnable` and `util_est` (read by the fork/exec slow path) → none: the estimator
+///   keeps neither, and the slow path reads `util` in their place;
 /// - wakee `load` and `util`: its PELT averages → the estimator's, where the record carries
 ///   them.  Without: its nice weight (`p->scx.weight` × 1024 / 100; a record has no nice
 ///   level, and every task counts as nice 0, 1024) and 0;
@@ -77,7 +79,8 @@ impl Inputs {
 ///   read the kernel's).
 ///
 /// The kernel's, because the agent's value comes from its history and no single record
-/// holds it: `avg_idle_ns` (its own average of the idle periods BPF reports),
+/// holds it: `idle_stamp_ns` (the agent's is when its last task stopped on the CPU),
+/// `avg_idle_ns` (its own average of the idle periods BPF reports),
 ///   `idle_exit_ns` (not recorded; SIS_PROP's `wake_avg_idle` of v5.14-v6.6 reads it),
 ///   `nr_delayed` (its own emulation of delayed dequeue), `idle`, `nr_running` and
 ///   `ttwu_pending` (BPF's reading, a batch later, with the agent's own corrections for its
@@ -140,6 +143,8 @@ pub enum StandIn {
     CpuCapacity,
     /// CPU `sched_idle_only`: false.
     SchedIdleOnly,
+    /// CPU `runnable` and `util_est`: none (0; the slow path then reads `util` for both).
+    CpuRunnable,
     /// Wakee `load`: the estimator's, else its nice weight.
     WakeeLoad,
     /// Wakee `util`: the estimator's, else 0.
@@ -155,11 +160,12 @@ pub enum StandIn {
 }
 
 impl StandIn {
-    pub const ALL: [StandIn; 10] = [
+    pub const ALL: [StandIn; 11] = [
         StandIn::CpuLoad,
         StandIn::CpuUtil,
         StandIn::CpuCapacity,
         StandIn::SchedIdleOnly,
+        StandIn::CpuRunnable,
         StandIn::WakeeLoad,
         StandIn::WakeeUtil,
         StandIn::WakeeKthread,
@@ -180,6 +186,7 @@ impl StandIn {
             StandIn::Waker => "waker",
             StandIn::IdleCoreHints => "idle_core_hints",
             StandIn::IdleScanDepth => "idle_scan_depth",
+            StandIn::CpuRunnable => "cpu_runnable",
         }
     }
 }
@@ -196,7 +203,8 @@ pub fn with_stand_ins(mut rec: TraceRecord, topo: &Topology, set: &[StandIn]) ->
     if (has(StandIn::CpuLoad)
         || has(StandIn::CpuUtil)
         || has(StandIn::CpuCapacity)
-        || has(StandIn::SchedIdleOnly))
+        || has(StandIn::SchedIdleOnly)
+        || has(StandIn::CpuRunnable))
         && let Ok(cpus) = rec.cpus.resolve(nr)
     {
         let live: Vec<CpuSnapshot> = cpus
@@ -218,6 +226,16 @@ pub fn with_stand_ins(mut rec: TraceRecord, topo: &Topology, set: &[StandIn]) ->
                     s.capacity
                 },
                 sched_idle_only: s.sched_idle_only && !has(StandIn::SchedIdleOnly),
+                runnable: if has(StandIn::CpuRunnable) {
+                    0
+                } else {
+                    s.runnable
+                },
+                util_est: if has(StandIn::CpuRunnable) {
+                    0
+                } else {
+                    s.util_est
+                },
                 ..s
             })
             .collect();

@@ -81,11 +81,13 @@ pub enum OracleCommand {
                            the state estimator's, which `oracle record` runs beside the kernel \
                            (records without it: CPU load = its runnable tasks x 1024, a task's \
                            = a nice-0 weight, 1024, and no util), every \
-                           CPU at its original capacity, no SCHED_IDLE-only CPU, the idle-core \
-                           hints and SIS_UTIL's depth derived from the recorded CPUs. avg_idle, \
-                           the scan cost, delayed-dequeue counts and the tasks' wake-up history \
-                           stay the kernel's: the agent's own come from its history, which a \
-                           record does not hold.")]
+                           CPU at its original capacity, no SCHED_IDLE-only CPU, no runnable \
+                           or util_est average, the idle-core hints and SIS_UTIL's depth \
+                           derived from the recorded CPUs; task loads are scaled by each \
+                           CPU's h_load as the agent's own decisions refresh it. avg_idle, the \
+                           idle stamps, the scan cost, delayed-dequeue counts and the tasks' \
+                           wake-up history stay the kernel's: the agent's own come from its \
+                           history, which a record does not hold.")]
         inputs: Inputs,
         /// Also replay every record with the presets of the kernels the oracle records
         /// (v5.10.y, v6.1.y, v6.12.y, mainline) and report, for each preset against the

@@ -519,6 +519,9 @@ fn with_every_stand_in_field(t: &Topology) -> TraceRecord {
     s.cpus[1].nr_sched_idle = 3;
     s.cpus[1].capacity = 800;
     s.cpus[1].avg_idle = 123_456;
+    s.cpus[1].runnable_avg = 1500;
+    s.cpus[1].util_est = 950;
+    s.cpus[1].idle_stamp = 42;
     // The LLC's state is read through its first CPU.
     s.cpus[0].llc.has_idle_cores = Some(true);
     s.cpus[0].llc.nr_idle_scan = Some(3);
@@ -553,8 +556,14 @@ fn the_live_view_replaces_only_what_the_agent_computes_otherwise() {
     );
     assert_eq!(cpus[1].capacity, 0);
     assert!(!cpus[1].sched_idle_only);
-    // The kernel's own: avg_idle, the counts, the delayed sleeper.
+    assert_eq!(
+        (kernel_cpus[1].runnable, kernel_cpus[1].util_est),
+        (1500, 950)
+    );
+    assert_eq!((cpus[1].runnable, cpus[1].util_est), (0, 0));
+    // The kernel's own: avg_idle, the idle stamp, the counts, the delayed sleeper.
     for (k, l) in kernel_cpus.iter().zip(&cpus) {
+        assert_eq!(l.idle_stamp_ns, k.idle_stamp_ns);
         assert_eq!(
             (l.avg_idle_ns, l.nr_running, l.nr_delayed, l.idle),
             (k.avg_idle_ns, k.nr_running, k.nr_delayed, k.idle)
