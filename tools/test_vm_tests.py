@@ -73,5 +73,28 @@ class Seed4(unittest.TestCase):
         self.assertIn("system-wide 9/12 (75.0%) -> 9/12 (75.0%)", detail)
 
 
+class Foundation(unittest.TestCase):
+    """The foundation run's exit stats: new tasks are the agent's, by the slow path."""
+
+    def stats(self, forks, slow):
+        return {"foundation_exit_stats": {"nr_agent_dispatches": 5000, "nr_decisions": 5000,
+                                          "policy": {"nr_fork_placements": forks,
+                                                     "nr_slow_path": slow}}}
+
+    def check(self, data):
+        return {name: (ok, detail) for name, ok, detail in vm.check_foundation_stats(data)}
+
+    def test_new_tasks_placed_by_the_slow_path_pass(self):
+        ok, detail = self.check(self.stats(333, 333))["agent_places_new_tasks"]
+        self.assertTrue(ok, detail)
+
+    def test_no_new_task_placed_fails(self):
+        ok, detail = self.check(self.stats(0, 0))["agent_places_new_tasks"]
+        self.assertFalse(ok, detail)
+
+    def test_slow_path_for_other_placements_fails(self):
+        self.assertFalse(self.check(self.stats(333, 340))["agent_places_new_tasks"][0])
+
+
 if __name__ == "__main__":
     sys.exit(runlib.run_unittests(sys.modules[__name__]))
