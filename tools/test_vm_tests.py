@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Host-side checks of tools/vm-tests, on made-up suite DATA: the seed-4 decision rule.
+"""Host-side checks of tools/vm-tests, on made-up suite DATA: the seed-4 decision rule and
+the foundation run's exit stats.
 
 usage: python3 tools/test_vm_tests.py [-q]   (ends "N passed, N failed")
 """
