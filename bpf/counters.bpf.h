@@ -116,8 +116,9 @@ volatile u64 nr_applied_to_idle, nr_applied_to_queue, nr_apply_runs, nr_apply_mi
  */
 volatile u64 nr_handoff_msgs, nr_handoffs, nr_handoff_slot_busy;
 /*
- * Decided tasks the heartbeat moved itself: their decision was recorded
- * before they were parked, or the agent stopped before carrying it out.
+ * Decided tasks moved without the agent, by the heartbeat or a stall
+ * rescue: their decision was recorded before they were parked, or the
+ * agent stopped before carrying it out.
  */
 volatile u64 nr_applied_late;
 /*

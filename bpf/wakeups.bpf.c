@@ -303,6 +303,14 @@ static void rescue_from_stalled_agent(u64 now)
 	    !__sync_bool_compare_and_swap(&last_rescue_ns, last, now))
 		return;
 
+	/*
+	 * Decisions the agent recorded before it stalled (a batch it did not
+	 * get to carry out) are carried out first: the heartbeat would, but a
+	 * rescue that came before it would void them.
+	 */
+	if (READ_ONCE(wl_shared.decisions_pending))
+		apply_parked(true);
+
 	bpf_for_each(scx_dsq, p, WL_PARK_DSQ, 0) {
 		struct task_ctx *tctx = lookup_task_ctx(p);
 		u64 gen;

@@ -131,7 +131,7 @@ macro_rules! with_counters {
                 nr_applied_to_queue: "BPF: decisions carried out into a busy CPU's queue.",
                 nr_apply_runs: "BPF: runs of apply_decisions (the fast lane).",
                 nr_apply_misses: "BPF: parking-queue visits that found no decided task.",
-                nr_applied_late: "BPF: decided tasks the heartbeat moved itself (decision recorded before they were parked, or the agent stopped).",
+                nr_applied_late: "BPF: decided tasks moved without the agent, by the heartbeat or a stall rescue (decision recorded before they were parked, or the agent stopped).",
                 nr_handoff_msgs: "BPF: wake-ups sent to the agent from ops.select_cpu(), with a handoff slot.",
                 nr_handoffs: "BPF: decisions the agent made before their task's enqueue, carried out by ops.enqueue() with no apply run.",
                 nr_handoff_slot_busy: "BPF: wake-ups sent from ops.enqueue() because their handoff slot still held an uncollected decision.",
