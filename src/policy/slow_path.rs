@@ -92,7 +92,7 @@ impl GroupStats {
         };
         // avg_load only means something for a group without spare capacity.
         if self.group_type != GroupType::HasSpare && self.capacity > 0 {
-            self.avg_load = self.load * SCHED_CAPACITY_SCALE as u64 / self.capacity;
+            self.avg_load = self.load.saturating_mul(SCHED_CAPACITY_SCALE as u64) / self.capacity;
         }
     }
 
@@ -193,11 +193,7 @@ impl Step<'_> {
         let online = self.topo.online();
         match self.child_level(cpu, level) {
             Some(child) => self.topo.span(member, child).and(online),
-            None => {
-                let mut s = CpuSet::new();
-                s.set(member);
-                s
-            }
+            None => CpuSet::from_cpus([member]),
         }
     }
 
@@ -213,9 +209,9 @@ impl Step<'_> {
         let mut s = GroupStats {
             weight: group.count() as u64,
             group_type: GroupType::HasSpare,
+            avg_load: 0,
             ..GroupStats::NONE
         };
-        s.avg_load = 0;
         for i in group.iter() {
             s.capacity += self.capacity_of(i);
         }
@@ -229,7 +225,8 @@ impl Step<'_> {
             } else {
                 (0, 0)
             };
-            s.load += snap.load.saturating_sub(task_load);
+            // Loads are u64 in a scenario: saturate where the kernel's unsigned long would wrap.
+            s.load = s.load.saturating_add(snap.load.saturating_sub(task_load));
             // cpu_util_without(): the larger of util_avg and util_est, within capacity.
             let util = (snap.util as u64).saturating_sub(task_util);
             let util_est = (snap.util_est as u64).saturating_sub(task_util);
@@ -300,13 +297,13 @@ impl Step<'_> {
                 // A nice-0 task's load times the domain's margin.
                 let imbalance = SCHED_CAPACITY_SCALE as u64 * (pct - 100) / 100;
                 // Across nodes, the remote group must stay lighter with the margin added.
-                if numa && idl.avg_load + imbalance >= loc.avg_load {
+                if numa && idl.avg_load.saturating_add(imbalance) >= loc.avg_load {
                     return None;
                 }
-                if idl.avg_load >= loc.avg_load + imbalance {
+                if idl.avg_load >= loc.avg_load.saturating_add(imbalance) {
                     return None;
                 }
-                if 100 * loc.avg_load <= pct * idl.avg_load {
+                if u128::from(loc.avg_load) * 100 <= u128::from(pct) * u128::from(idl.avg_load) {
                     return None;
                 }
             }
@@ -426,9 +423,9 @@ mod tests {
             sum_nr_running: nr,
             capacity: 1024 * weight,
             weight,
+            avg_load: 0,
             ..GroupStats::NONE
         };
-        s.avg_load = 0;
         s.classify(117);
         s
     }
