@@ -165,11 +165,6 @@ static void dispatch_fallback(struct task_struct *p, u64 enq_flags)
 }
 
 /*
- * ops.enqueue() of a wake-up: take the handoff road if ops.select_cpu() sent
- * the message, else send it from here and park the task, or queue it in the
- * fallback queue when the agent cannot be asked.
- */
-/*
  * ops.select_cpu() ran for a task just forked (SCX_WAKE_FORK) and its first
  * enqueue has not consumed the stash yet. (Exec never gets here: sched_ext
  * keeps an exec'ing task where it is.)
@@ -179,6 +174,11 @@ static bool new_task_selected(const struct task_ctx *tctx)
 	return tctx->select_valid && (tctx->wake_flags & SCX_WAKE_FORK);
 }
 
+/*
+ * ops.enqueue() of a wake-up or a new task: take the handoff road if ops.select_cpu() sent
+ * the message, else send it from here and park the task, or queue it in the
+ * fallback queue when the agent cannot be asked.
+ */
 static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 			   u64 enq_flags)
 {
@@ -191,8 +191,8 @@ static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 	 * runs later on the target CPU, where SCX_ENQ_CPU_SELECTED may be
 	 * missing. A stale stash cannot survive an enqueue.
 	 */
-	bool selected = tctx->select_valid &&
-			((enq_flags & SCX_ENQ_WAKEUP) || new_task_selected(tctx));
+	bool selected = (tctx->select_valid && (enq_flags & SCX_ENQ_WAKEUP)) ||
+			new_task_selected(tctx);
 
 	if (tctx->handoff_seq) {
 		if (selected) {
