@@ -361,6 +361,15 @@ impl Placer {
         }
     }
 
+    /// `task_h_load()` of a task with `load` whose CPU is `cpu`: scaled by that CPU's
+    /// h_load of this jiffy, as our own decisions refresh it.
+    fn task_h_load(&mut self, cpu: usize, load: u64, now: u64) -> u64 {
+        match (self.history.get_mut(cpu), self.snaps.get(cpu)) {
+            (Some(h), Some(s)) => h.h_load.task_h_load(load, s.load, now),
+            _ => load,
+        }
+    }
+
     /// Decide where the task of `msg` runs.
     pub fn place(&mut self, msg: &Wakeup) -> Placement {
         let nr = self.nr_cpus();
@@ -398,11 +407,7 @@ impl Placer {
         let mut task = self.task_state(pid, prev);
         task.prev_cpu = prev;
         task.allowed = msg.allowed.and(self.engine.topology().possible());
-        // task_h_load(): scaled by prev's h_load of this jiffy.
-        task.load = match (self.history.get_mut(prev), self.snaps.get(prev)) {
-            (Some(h), Some(s)) => h.h_load.task_h_load(msg.est_load, s.load, now),
-            _ => msg.est_load,
-        };
+        task.load = self.task_h_load(prev, msg.est_load, now);
         task.util = msg.est_util;
 
         let selected = sel.is_some();
@@ -411,10 +416,7 @@ impl Placer {
         let mut waker = self.task_state(waker_pid, waker_cpu);
         waker.is_per_cpu_kthread = sel.is_some_and(|w| w.per_cpu_kthread);
         if let Some(w) = sel {
-            waker.load = match (self.history.get_mut(waker_cpu), self.snaps.get(waker_cpu)) {
-                (Some(h), Some(s)) => h.h_load.task_h_load(w.est_load, s.load, now),
-                _ => w.est_load,
-            };
+            waker.load = self.task_h_load(waker_cpu, w.est_load, now);
         }
         let mut wake = WakeCtx {
             // Without a select_cpu (a pinned task's wake-up) the engine sees

@@ -207,6 +207,7 @@ pub fn with_stand_ins(mut rec: TraceRecord, topo: &Topology, set: &[StandIn]) ->
         || has(StandIn::CpuRunnable))
         && let Ok(cpus) = rec.cpus.resolve(nr)
     {
+        let no_runnable = has(StandIn::CpuRunnable);
         let live: Vec<CpuSnapshot> = cpus
             .into_iter()
             .enumerate()
@@ -226,16 +227,8 @@ pub fn with_stand_ins(mut rec: TraceRecord, topo: &Topology, set: &[StandIn]) ->
                     s.capacity
                 },
                 sched_idle_only: s.sched_idle_only && !has(StandIn::SchedIdleOnly),
-                runnable: if has(StandIn::CpuRunnable) {
-                    0
-                } else {
-                    s.runnable
-                },
-                util_est: if has(StandIn::CpuRunnable) {
-                    0
-                } else {
-                    s.util_est
-                },
+                runnable: if no_runnable { 0 } else { s.runnable },
+                util_est: if no_runnable { 0 } else { s.util_est },
                 ..s
             })
             .collect();
