@@ -289,7 +289,7 @@ class AgainstTheBinary(unittest.TestCase):
             _, res, _ = run.parse("\n".join(lines + ["ORACLE-END w"]))
         r = res["w"]
         # Every stand-in, each replay of every record counted.
-        self.assertEqual(len(r["stand_ins"]), 10, r["stand_ins"])
+        self.assertEqual(len(r["stand_ins"]), 11, r["stand_ins"])
         # The estimator's lines: 4 CPUs of 3 records, the wakee's load where it is given.
         self.assertEqual(r["estimates"]["cpu load"][0], 12)
         self.assertEqual(r["estimates"]["wakee load"][0], 3)
