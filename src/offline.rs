@@ -290,14 +290,34 @@ mod tests {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
     }
 
+    /// A test's own directory, removed with all in it when the test ends.
+    struct Scratch(PathBuf);
+
+    impl std::ops::Deref for Scratch {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let gone = std::fs::remove_dir_all(&self.0);
+            // A failed test is already unwinding: a second panic would abort the run.
+            if !std::thread::panicking() {
+                gone.unwrap();
+            }
+        }
+    }
+
     /// A fresh directory of ours, mode 0755, under the temporary directory (which is
     /// sticky, so as an ancestor it passes).
-    fn dir(name: &str) -> PathBuf {
+    fn dir(name: &str) -> Scratch {
         let d = std::env::temp_dir().join(format!("wl-offline-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         set_mode(&d, 0o755);
-        d
+        Scratch(d)
     }
 
     /// A regular file `name` in `d` with `mode`.
@@ -308,11 +328,17 @@ mod tests {
         p
     }
 
-    fn refused(dir: &Path, euid: u32) -> String {
-        match open_trusted(dir, BINARY, euid) {
+    fn refused(dir: &Path) -> String {
+        match open_trusted(dir, BINARY, euid()) {
             Err(NotTrusted::Refused(why)) => why,
             other => panic!("expected a refusal in {}, got {other:?}", dir.display()),
         }
+    }
+
+    /// The binary in `dir` is refused, the reason ending with `tail`.
+    fn assert_refused(dir: &Path, tail: &str) {
+        let e = refused(dir);
+        assert!(e.ends_with(tail), "{}: {e}", dir.display());
     }
 
     /// Gives `p` to a uid that is neither root nor ours; false when we cannot (not root).
@@ -336,7 +362,6 @@ mod tests {
             (checked.st_dev, checked.st_ino)
         );
         assert_eq!(after.st_mode & 0o777, 0o755);
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
@@ -345,7 +370,7 @@ mod tests {
         let p = file(&d, BINARY, 0o755);
         for mode in [0o775, 0o757, 0o777, 0o4777] {
             set_mode(&p, mode);
-            let e = refused(&d, euid());
+            let e = refused(&d);
             assert!(e.contains("is writable by others"), "{mode:o}: {e}");
             assert!(!e.contains("directory"), "{mode:o}: {e}");
         }
@@ -355,13 +380,8 @@ mod tests {
         open_trusted(&d, BINARY, euid()).unwrap();
         set_mode(&p, 0o755);
         if give_away(&p) {
-            let e = refused(&d, euid());
-            assert!(
-                e.ends_with(&format!("{BINARY} belongs to uid 65534")),
-                "{e}"
-            );
+            assert_refused(&d, &format!("{BINARY} belongs to uid 65534"));
         }
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
@@ -375,7 +395,7 @@ mod tests {
             (d.join("hop"), Some(d.join("real"))),
             (PathBuf::from("real"), None),
             (d.join("nowhere"), None),
-            (d.clone(), None),
+            (d.to_path_buf(), None),
         ] {
             let _ = std::fs::remove_file(d.join("hop"));
             let _ = std::fs::remove_file(d.join(BINARY));
@@ -383,10 +403,9 @@ mod tests {
                 std::os::unix::fs::symlink(end, d.join("hop")).unwrap();
             }
             std::os::unix::fs::symlink(&target, d.join(BINARY)).unwrap();
-            let e = refused(&d, euid());
+            let e = refused(&d);
             assert!(e.ends_with("is a symbolic link"), "{target:?}: {e}");
         }
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
@@ -398,17 +417,16 @@ mod tests {
         );
         std::fs::create_dir(d.join(BINARY)).unwrap();
         set_mode(&d.join(BINARY), 0o755);
-        assert!(refused(&d, euid()).ends_with("is not a regular file"));
+        assert_refused(&d, "is not a regular file");
         std::fs::remove_dir(d.join(BINARY)).unwrap();
         // A FIFO: O_PATH does not open it for reading, so this returns (no writer).
         let fifo = CString::new(d.join(BINARY).as_os_str().as_bytes()).unwrap();
         // SAFETY: `fifo` is a NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o755) }, 0);
-        assert!(refused(&d, euid()).ends_with("is not a regular file"));
+        assert_refused(&d, "is not a regular file");
         std::fs::remove_file(d.join(BINARY)).unwrap();
         let _socket = std::os::unix::net::UnixListener::bind(d.join(BINARY)).unwrap();
-        assert!(refused(&d, euid()).ends_with("is not a regular file"));
-        std::fs::remove_dir_all(&d).unwrap();
+        assert_refused(&d, "is not a regular file");
     }
 
     #[test]
@@ -424,7 +442,7 @@ mod tests {
         // but sticky: someone else could have put the file there.
         for mode in [0o775, 0o757, 0o1777] {
             set_mode(&inner, mode);
-            let e = refused(&inner, euid());
+            let e = refused(&inner);
             assert!(
                 e.contains("the directory") && e.contains("a/b is writable by others"),
                 "{mode:o}: {e}"
@@ -434,18 +452,15 @@ mod tests {
         // An ancestor others can write: they could rename a/b away and put their own
         // directory there between a check and an exec.
         set_mode(&top.join("a"), 0o777);
-        let e = refused(&inner, euid());
-        assert!(e.ends_with("/a is writable by others"), "{e}");
+        assert_refused(&inner, "/a is writable by others");
         // Sticky, it is as /tmp is: others cannot rename what is not theirs.
         set_mode(&top.join("a"), 0o1777);
         open_trusted(&inner, BINARY, euid()).unwrap();
         set_mode(&top.join("a"), 0o755);
         // An ancestor someone else owns: they can change it however they like.
         if give_away(&top.join("a")) {
-            let e = refused(&inner, euid());
-            assert!(e.ends_with("/a belongs to uid 65534"), "{e}");
+            assert_refused(&inner, "/a belongs to uid 65534");
         }
-        std::fs::remove_dir_all(&top).unwrap();
     }
 
     #[test]
@@ -455,13 +470,11 @@ mod tests {
         set_mode(&top.join("real"), 0o755);
         file(&top.join("real"), BINARY, 0o755);
         std::os::unix::fs::symlink(top.join("real"), top.join("link")).unwrap();
-        let e = refused(&top.join("link"), euid());
-        assert!(e.ends_with("link is not a directory"), "{e}");
+        assert_refused(&top.join("link"), "link is not a directory");
         // Not a path the kernel gives for our own binary, and refused as such.
         for odd in ["relative/dir", "/tmp/../tmp"] {
-            let e = refused(Path::new(odd), euid());
+            let e = refused(Path::new(odd));
             assert!(e.contains("path"), "{odd}: {e}");
         }
-        std::fs::remove_dir_all(&top).unwrap();
     }
 }

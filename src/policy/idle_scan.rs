@@ -15,6 +15,7 @@
 //! examined, each SMT sibling of a core test included.
 
 use super::config::{IdleScan, SisMode};
+use super::counters::Counters;
 use super::cpuset::{CpuSet, MAX_CPUS};
 use super::engine::{JIFFY_NS, RqWakeIdle, Step};
 use super::rules::Rule;
@@ -139,6 +140,18 @@ impl Step<'_> {
         self.cnt.sis_scanned += n as u64;
     }
 
+    /// A scan found `c`: `rule` ends the chain and `hits` names the counter it bumps.
+    fn scan_hit(
+        &mut self,
+        c: usize,
+        rule: Rule,
+        hits: fn(&mut Counters) -> &mut u64,
+    ) -> Option<usize> {
+        self.push(rule);
+        *hits(&mut self.cnt) += 1;
+        Some(c)
+    }
+
     /// v5.13+ `select_idle_smt(p, prev)`: the first allowed SMT sibling of prev (in the
     /// target's LLC, other than prev) that is idle or SCHED_IDLE-only.
     fn select_idle_smt_prev(
@@ -147,16 +160,26 @@ impl Step<'_> {
         target: usize,
         allowed: &CpuSet,
     ) -> Option<usize> {
+        let c = self.first_idle_sibling(prev, target, allowed, Some(prev))?;
+        self.scan_hit(c, Rule::SisSmtPrevSibling, |n| &mut n.sis_smt_prev_hit)
+    }
+
+    /// Both forms of `select_idle_smt()`: the first SMT sibling of `core` that is allowed,
+    /// online and in the target's LLC (but `skip`), idle or SCHED_IDLE-only.
+    fn first_idle_sibling(
+        &mut self,
+        core: usize,
+        target: usize,
+        allowed: &CpuSet,
+        skip: Option<usize>,
+    ) -> Option<usize> {
         let topo = self.topo;
         let sibs = topo
-            .smt_mask(prev)
+            .smt_mask(core)
             .and(allowed)
             .and(topo.llc_mask(target))
             .and(topo.online());
-        let c = self.first_idle_of(sibs, Some(prev))?;
-        self.push(Rule::SisSmtPrevSibling);
-        self.cnt.sis_smt_prev_hit += 1;
-        Some(c)
+        self.first_idle_of(sibs, skip)
     }
 
     /// The first CPU of `cpus` (but `skip`) that is idle or SCHED_IDLE-only, each one
@@ -177,19 +200,11 @@ impl Step<'_> {
     /// v5.10 `select_idle_smt(p, sd, target)`: the first allowed SMT sibling of the target
     /// (the target included) that is idle or SCHED_IDLE-only.
     fn select_idle_smt_target(&mut self, target: usize, allowed: &CpuSet) -> Option<usize> {
-        let topo = self.topo;
-        if !topo.smt_present() {
+        if !self.topo.smt_present() {
             return None;
         }
-        let sibs = topo
-            .smt_mask(target)
-            .and(allowed)
-            .and(topo.llc_mask(target))
-            .and(topo.online());
-        let c = self.first_idle_of(sibs, None)?;
-        self.push(Rule::SisSmtTargetSibling);
-        self.cnt.sis_smt_target_hit += 1;
-        Some(c)
+        let c = self.first_idle_sibling(target, target, allowed, None)?;
+        self.scan_hit(c, Rule::SisSmtTargetSibling, |n| &mut n.sis_smt_target_hit)
     }
 
     /// v5.10 `select_idle_core(p, sd, target)`: a core whose every sibling is idle, walking
@@ -233,19 +248,13 @@ impl Step<'_> {
                 }
             }
             if idle {
-                self.push(Rule::SisIdleCore);
-                self.cnt.sis_idle_core_hit += 1;
-                return Some(core);
+                return self.scan_hit(core, Rule::SisIdleCore, |n| &mut n.sis_idle_core_hit);
             }
             cpus.remove_all(topo.smt_mask(core));
         }
         self.llc[llc].has_idle_cores = false;
-        if let Some(c) = candidate {
-            self.push(Rule::SisIdleCandidate);
-            self.cnt.sis_idle_candidate_hit += 1;
-            return Some(c);
-        }
-        None
+        let c = candidate?;
+        self.scan_hit(c, Rule::SisIdleCandidate, |n| &mut n.sis_idle_candidate_hit)
     }
 
     /// The scan budget `nr` of the idle-CPU search, or `None` when the search is skipped.
@@ -387,11 +396,8 @@ impl Step<'_> {
         if prop {
             self.update_scan_cost(examined);
         }
-        if found.is_some() {
-            self.push(Rule::SisIdleCpu);
-            self.cnt.sis_idle_cpu_hit += 1;
-        }
-        found
+        let c = found?;
+        self.scan_hit(c, Rule::SisIdleCpu, |n| &mut n.sis_idle_cpu_hit)
     }
 
     /// The kernel's `if (!--nr) return -1;` step of the idle-CPU scan, shared by both scan
@@ -425,9 +431,7 @@ impl Step<'_> {
             if has_idle_core {
                 if let Some(core) = self.select_idle_core_single_pass(cpu, &mut cpus, &mut idle_cpu)
                 {
-                    self.push(Rule::SisIdleCore);
-                    self.cnt.sis_idle_core_hit += 1;
-                    return Some(core);
+                    return self.scan_hit(core, Rule::SisIdleCore, |n| &mut n.sis_idle_core_hit);
                 }
             } else if self.scan_cpu(cpu, &mut nr, &mut examined)? {
                 idle_cpu = Some(cpu);
@@ -443,13 +447,10 @@ impl Step<'_> {
         }
         let c = idle_cpu?;
         if has_idle_core {
-            self.push(Rule::SisIdleCandidate);
-            self.cnt.sis_idle_candidate_hit += 1;
+            self.scan_hit(c, Rule::SisIdleCandidate, |n| &mut n.sis_idle_candidate_hit)
         } else {
-            self.push(Rule::SisIdleCpu);
-            self.cnt.sis_idle_cpu_hit += 1;
+            self.scan_hit(c, Rule::SisIdleCpu, |n| &mut n.sis_idle_cpu_hit)
         }
-        Some(c)
     }
 
     /// v5.12+ `select_idle_core(p, core, cpus, &idle_cpu)`: `core` if all its siblings are

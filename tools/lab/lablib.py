@@ -175,13 +175,20 @@ def plan_for(profile, topo, settings=None, workloads=None):
     return [(s, wl) for s, wl in plan if wl]
 
 
+def setting_args(s, extra_args=None):
+    """(kind, scheduler arguments) of setting `s`, scx_wakelab's with `extra_args` after its
+    own: one place, so that the arguments meta.json records are those the guest ran."""
+    kind, args = SETTINGS[s]
+    if kind == "wakelab" and extra_args:
+        args = (args + " " + extra_args).strip()
+    return kind, args
+
+
 def plan_text(plan, extra_args=None):
     """The plan file for guest.sh: NAME|KIND|ARGS|WORKLOAD:PARAM ... ('-' = no param)."""
     lines = []
     for s, wl in plan:
-        kind, args = SETTINGS[s]
-        if kind == "wakelab" and extra_args:
-            args = (args + " " + extra_args).strip()
+        kind, args = setting_args(s, extra_args)
         if "|" in args:
             raise ValueError(f"setting {s}: '|' in its arguments {args!r}")
         lines.append("|".join([s, kind, args, " ".join(f"{w}:{p or '-'}" for w, p in wl)]))
@@ -475,8 +482,6 @@ def workloads_meta(plan, commands=None):
 def settings_meta(plan, extra_args=None):
     out = []
     for s, _ in plan:
-        kind, args = SETTINGS[s]
-        if kind == "wakelab" and extra_args:
-            args = (args + " " + extra_args).strip()
+        kind, args = setting_args(s, extra_args)
         out.append({"name": s, "kind": kind, "args": args})
     return out
