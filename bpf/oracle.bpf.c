@@ -30,8 +30,8 @@
  * dequeue_task_fair() (fentry: bring the averages to now; fexit: take the
  * runqueue's new inputs), sched_switch, task_tick_fair(), task_dead_fair(),
  * migrate_task_rq_fair(), the reweight of a nice change
- * and the blocked-average update of load balancing (fexit; its name differs
- * by version, so the loader sets it). The inputs are the kernel's
+ * and the blocked-average update of load balancing (fexit of the call made
+ * just before it under the rq lock; the loader picks the version's). The inputs are the kernel's
  * (cfs_rq->load.weight, cfs_rq->curr, se->on_rq): what is measured is the
  * arithmetic and the moments of update, not a count of tasks.
  */
@@ -431,23 +431,39 @@ int BPF_PROG(est_tick, struct rq *rq, struct task_struct *curr, int queued)
 /*
  * Load balancing brings a CPU's blocked averages to now, idle or not
  * (update_blocked_averages(), sched_balance_update_blocked_averages() from
- * v6.10): the only update an idle CPU gets. The loader points this program
- * at the kernel's name. It runs after the kernel let go of the rq lock, so
- * it may race with an event of that CPU's runqueue on another CPU; a lost
- * update is one more stale reading, as the kernel's own remote reads are.
+ * v6.10): the only update an idle CPU gets. It often runs for another CPU
+ * than the one it updates, or in softirq while a waker on another CPU
+ * enqueues here, so the estimator's update must be made under that CPU's
+ * rq lock, as the kernel's is: two writers of one slot without it lose one
+ * change for good (one task's utilisation, for tens of milliseconds, on
+ * 6.12's hackbench; docs/oracle-notes.md). So the hook is the call made
+ * under that lock at the same clock just before the fair class's update:
+ * the other classes' averages, update_other_load_avgs(rq) from v6.12,
+ * update_rt_rq_load_avg(now, rq, running) before. The RT class calls the
+ * latter at its own switches and ticks too, also under the lock: there it
+ * is one more update of the same averages. The loader keeps the one the
+ * kernel has.
  */
-SEC("fexit/update_blocked_averages")
-int BPF_PROG(est_blocked, int cpu)
+static void est_blocked(struct rq *rq)
 {
-	struct pelt_cpu *c;
-	struct rq *rq;
-	u64 now;
+	u64 now = pelt_clock(rq);
+	struct pelt_cpu *c = est_cpu(BPF_CORE_READ(rq, cpu), rq, now);
 
-	if (cpu < 0 || !(rq = per_cpu_addr(ksym_runqueues, cpu)))
-		return 0;
-	now = pelt_clock(rq);
-	if ((c = est_cpu(cpu, rq, now)))
+	if (c)
 		pelt_cpu_update(c, now);
+}
+
+SEC("fexit/update_other_load_avgs")
+int BPF_PROG(est_blocked1, struct rq *rq)
+{
+	est_blocked(rq);
+	return 0;
+}
+
+SEC("fexit/update_rt_rq_load_avg")
+int BPF_PROG(est_blocked3, u64 now, struct rq *rq, int running)
+{
+	est_blocked(rq);
 	return 0;
 }
 

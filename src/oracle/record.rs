@@ -63,12 +63,11 @@ fn wait_readable(epoll_fd: i32, ms: i32) -> Result<()> {
 }
 const HOOK: &str = "select_task_rq_fair";
 
-/// The blocked-average update of load balancing, by the names it has had (renamed in
-/// v6.10): the state estimator's only update of an idle CPU (bpf/oracle.bpf.c).
-const BLOCKED_UPDATE: [&str; 2] = [
-    "sched_balance_update_blocked_averages",
-    "update_blocked_averages",
-];
+/// The call made under the rq lock just before load balancing updates a CPU's blocked fair
+/// averages (update_blocked_averages(), renamed in v6.10): the other classes' averages,
+/// `update_other_load_avgs(rq)` from v6.12, `update_rt_rq_load_avg(now, rq, running)` before.
+/// The state estimator's only update of an idle CPU hooks it (bpf/oracle.bpf.c).
+const BLOCKED_UPDATE: [&str; 2] = ["update_other_load_avgs", "update_rt_rq_load_avg"];
 
 /// The task reweight of a nice change: `reweight_task_fair(rq, p, lw)` from v6.10,
 /// `reweight_task(p, prio)` before.
@@ -364,20 +363,18 @@ fn load_and_attach<'obj>(
             REWEIGHT.join(" or ")
         );
     }
-    match target.hooks.blocked_update {
-        Some(name) => open
-            .progs
-            .est_blocked
-            .set_attach_target(0, Some(name.to_string()))
-            .context("pointing the estimator at the blocked-average update")?,
-        None => {
-            log::warn!(
-                "oracle: no {} in this kernel's BTF: the estimator leaves idle CPUs' blocked \
-                 load undecayed",
-                BLOCKED_UPDATE.join(" or ")
-            );
-            open.progs.est_blocked.set_autoload(false);
-        }
+    open.progs
+        .est_blocked1
+        .set_autoload(target.hooks.blocked_update == Some(BLOCKED_UPDATE[0]));
+    open.progs
+        .est_blocked3
+        .set_autoload(target.hooks.blocked_update == Some(BLOCKED_UPDATE[1]));
+    if target.hooks.blocked_update.is_none() {
+        log::warn!(
+            "oracle: no {} in this kernel's BTF: the estimator leaves idle CPUs' blocked load \
+             undecayed",
+            BLOCKED_UPDATE.join(" or ")
+        );
     }
     let mut skel = open.load().map_err(load_error)?;
     skel.attach()
