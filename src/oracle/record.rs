@@ -351,35 +351,42 @@ fn load_and_attach<'obj>(
     open.progs.oracle_exit3.set_autoload(three);
     open.progs.oracle_enter4.set_autoload(!three);
     open.progs.oracle_exit4.set_autoload(!three);
-    open.progs
-        .est_reweight3
-        .set_autoload(target.hooks.reweight == Some(REWEIGHT[0]));
-    open.progs
-        .est_reweight2
-        .set_autoload(target.hooks.reweight == Some(REWEIGHT[1]));
-    if target.hooks.reweight.is_none() {
-        log::warn!(
-            "oracle: no {} in this kernel's BTF: the estimator misses nice changes",
-            REWEIGHT.join(" or ")
-        );
-    }
-    open.progs
-        .est_blocked1
-        .set_autoload(target.hooks.blocked_update == Some(BLOCKED_UPDATE[0]));
-    open.progs
-        .est_blocked3
-        .set_autoload(target.hooks.blocked_update == Some(BLOCKED_UPDATE[1]));
-    if target.hooks.blocked_update.is_none() {
-        log::warn!(
-            "oracle: no {} in this kernel's BTF: the estimator leaves idle CPUs' blocked load \
-             undecayed",
-            BLOCKED_UPDATE.join(" or ")
-        );
-    }
+    let progs = &mut open.progs;
+    keep_the_one_found(
+        [&mut progs.est_reweight3, &mut progs.est_reweight2],
+        REWEIGHT,
+        target.hooks.reweight,
+        "the estimator misses nice changes",
+    );
+    keep_the_one_found(
+        [&mut progs.est_blocked1, &mut progs.est_blocked3],
+        BLOCKED_UPDATE,
+        target.hooks.blocked_update,
+        "the estimator leaves idle CPUs' blocked load undecayed",
+    );
     let mut skel = open.load().map_err(load_error)?;
     skel.attach()
         .with_context(|| format!("attaching to {HOOK} (fentry/fexit)"))?;
     Ok(skel)
+}
+
+/// Of two programs for one hook whose kernel function is `names[i]` by version, loads the
+/// one for the name this kernel's BTF has (`found`); with neither, warns what is lost.
+fn keep_the_one_found(
+    progs: [&mut libbpf_rs::OpenProgramMut<'_>; 2],
+    names: [&str; 2],
+    found: Option<&str>,
+    without: &str,
+) {
+    for (prog, name) in progs.into_iter().zip(names) {
+        prog.set_autoload(found == Some(name));
+    }
+    if found.is_none() {
+        log::warn!(
+            "oracle: no {} in this kernel's BTF: {without}",
+            names.join(" or ")
+        );
+    }
 }
 
 /// Why the kernel refused the program, in one line: the verifier's reason, or the line
