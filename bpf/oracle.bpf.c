@@ -246,6 +246,28 @@ static struct pelt_task *est_task(struct task_struct *p, u64 now, s32 cpu)
 	return bpf_map_lookup_elem(&est_tasks, &pid);
 }
 
+/*
+ * p's slot, for a task leaving its CPU (a migration, its death) that the
+ * estimator has not seen queued: one that slept, or ran, since before the
+ * recording began. Its CPU's slot was seeded from the kernel's averages,
+ * which hold it (blocked or queued), so its own are seeded the same way, in
+ * that CPU's: without them the CPU would keep its share for good, where the
+ * kernel takes it away (up to a whole CPU's utilisation, for hundreds of
+ * milliseconds). `queued` as the kernel has it: asleep or being moved.
+ */
+static struct pelt_task *est_task_leaving(struct task_struct *p, u32 queued)
+{
+	s32 pid = BPF_CORE_READ(p, pid);
+	struct pelt_task *t = bpf_map_lookup_elem(&est_tasks, &pid);
+	u32 cpu = BPF_CORE_READ(p, se.cfs_rq, rq, cpu);
+
+	if (t || cpu >= ORACLE_MAX_CPUS)
+		return t;
+	if ((t = est_task(p, 0, cpu)))
+		t->queued = queued;
+	return t;
+}
+
 static struct pelt_cpu *est_cpu_of_task(struct pelt_task *t)
 {
 	u32 cpu;
@@ -292,8 +314,8 @@ volatile s64 sched_clock_offset;
 SEC("fentry/migrate_task_rq_fair")
 int BPF_PROG(est_migrate, struct task_struct *p, int new_cpu)
 {
-	s32 pid = BPF_CORE_READ(p, pid);
-	struct pelt_task *t = bpf_map_lookup_elem(&est_tasks, &pid);
+	bool moving = BPF_CORE_READ(p, on_rq) == TASK_ON_RQ_MIGRATING;
+	struct pelt_task *t = est_task_leaving(p, moving);
 	struct pelt_cpu *old;
 	struct rq *rq;
 	u64 now;
@@ -303,8 +325,7 @@ int BPF_PROG(est_migrate, struct task_struct *p, int new_cpu)
 	est_missed_dequeue(t, p);
 	if (!(old = est_cpu_of_task(t)))
 		return 0;
-	if (BPF_CORE_READ(p, on_rq) == TASK_ON_RQ_MIGRATING &&
-	    (rq = per_cpu_addr(ksym_runqueues, t->cpu))) {
+	if (moving && (rq = per_cpu_addr(ksym_runqueues, t->cpu))) {
 		now = pelt_clock(rq);
 		pelt_cpu_update(old, now);
 		pelt_task_update(t, now);
@@ -502,7 +523,7 @@ SEC("fentry/task_dead_fair")
 int BPF_PROG(est_dead, struct task_struct *p)
 {
 	s32 pid = BPF_CORE_READ(p, pid);
-	struct pelt_task *t = bpf_map_lookup_elem(&est_tasks, &pid);
+	struct pelt_task *t = est_task_leaving(p, 0);
 	struct pelt_cpu *old;
 
 	if (!t)

@@ -17,7 +17,7 @@
  * file owns the arithmetic and the moves between CPUs.
  *
  * What it follows (kernel/sched/pelt.c and fair.c; v5.10 to v7.x agree on
- * all of it):
+ * all of it but one step, named below):
  * - time in units of 1024 ns, periods of 1024 units (about 1 ms); a
  *   period's contribution decays by y per period, y^32 = 1/2;
  * - a task's load_sum grows while it is queued (running or waiting), its
@@ -36,8 +36,11 @@
  *   class at fork, and a task that was in the fair class carries its own.
  * - time is the runqueue's own PELT clock (pelt_clock()).
  * What it does not follow: task groups (every task counts at its CPU's root); util_est;
- * migrate_se_pelt_lag()'s estimate for tasks leaving an idle CPU. `oracle
- * compare` reports what these cost.
+ * v5.10's resync of a CPU's sum to its average times the divider when a task
+ * is detached (util) or removed (load), where 6.1 and later subtract the
+ * task's sum: the two differ by the growth since the last period boundary,
+ * at most one period's (about 22 of 1024). `oracle compare` reports what
+ * these cost.
  *
  * Writers: a CPU's slot is written by the events of that CPU's runqueue,
  * which the kernel serialises by the rq lock; other CPUs only add to its
