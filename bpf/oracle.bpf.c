@@ -29,11 +29,12 @@
  * fed here by the fair class's own events: enqueue_task_fair() and
  * dequeue_task_fair() (fentry: bring the averages to now; fexit: take the
  * runqueue's new inputs), sched_switch, task_tick_fair(), task_dead_fair(),
- * migrate_task_rq_fair(), the reweight of a nice change
- * and the blocked-average update of load balancing (fexit of the call made
- * just before it under the rq lock; the loader picks the version's). The inputs are the kernel's
- * (cfs_rq->load.weight, cfs_rq->curr, se->on_rq): what is measured is the
- * arithmetic and the moments of update, not a count of tasks.
+ * migrate_task_rq_fair(), the reweight of a nice change and the
+ * blocked-average update of load balancing (fexit of the call made just
+ * before it under the rq lock; the loader picks the version's). The inputs
+ * are the kernel's (cfs_rq->load.weight, cfs_rq->curr, se->on_rq): what is
+ * measured is the arithmetic and the moments of update, not a count of
+ * tasks.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -251,18 +252,21 @@ static struct pelt_task *est_task(struct task_struct *p, u64 now, s32 cpu)
  * estimator has not seen queued: one that slept, or ran, since before the
  * recording began. Its CPU's slot was seeded from the kernel's averages,
  * which hold it (blocked or queued), so its own are seeded the same way, in
- * that CPU's: without them the CPU would keep its share for good, where the
- * kernel takes it away (up to a whole CPU's utilisation, for hundreds of
- * milliseconds). `queued` as the kernel has it: asleep or being moved.
+ * that CPU's: without them the CPU would keep the share the kernel takes
+ * away (docs/oracle-notes.md). `queued` as the kernel has it: asleep or
+ * being moved.
  */
 static struct pelt_task *est_task_leaving(struct task_struct *p, u32 queued)
 {
 	s32 pid = BPF_CORE_READ(p, pid);
 	struct pelt_task *t = bpf_map_lookup_elem(&est_tasks, &pid);
-	u32 cpu = BPF_CORE_READ(p, se.cfs_rq, rq, cpu);
+	u32 cpu;
 
-	if (t || cpu >= ORACLE_MAX_CPUS)
+	if (t)
 		return t;
+	cpu = BPF_CORE_READ(p, se.cfs_rq, rq, cpu);
+	if (cpu >= ORACLE_MAX_CPUS)
+		return NULL;
 	if ((t = est_task(p, 0, cpu)))
 		t->queued = queued;
 	return t;
@@ -456,8 +460,7 @@ int BPF_PROG(est_tick, struct rq *rq, struct task_struct *curr, int queued)
  * than the one it updates, or in softirq while a waker on another CPU
  * enqueues here, so the estimator's update must be made under that CPU's
  * rq lock, as the kernel's is: two writers of one slot without it lose one
- * change for good (one task's utilisation, for tens of milliseconds, on
- * 6.12's hackbench; docs/oracle-notes.md). So the hook is the call made
+ * change for good (docs/oracle-notes.md). So the hook is the call made
  * under that lock at the same clock just before the fair class's update:
  * the other classes' averages, update_other_load_avgs(rq) from v6.12,
  * update_rt_rq_load_avg(now, rq, running) before. The RT class calls the

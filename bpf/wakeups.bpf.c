@@ -175,9 +175,9 @@ static bool new_task_selected(const struct task_ctx *tctx)
 }
 
 /*
- * ops.enqueue() of a wake-up or a new task: take the handoff road if ops.select_cpu() sent
- * the message, else send it from here and park the task, or queue it in the
- * fallback queue when the agent cannot be asked.
+ * ops.enqueue() of a wake-up or a new task: take the handoff road if
+ * ops.select_cpu() sent the message, else send it from here and park the
+ * task, or queue it in the fallback queue when the agent cannot be asked.
  */
 static void queue_to_agent(struct task_struct *p, struct task_ctx *tctx,
 			   u64 enq_flags)
