@@ -801,3 +801,234 @@ int BPF_PROG(oracle_exit4, struct task_struct *p, int prev_cpu, int sd_flag, int
 {
 	return leave(ret);
 }
+
+/* -------------------------------------------------------------------------
+ * Newly-idle balances (struct oracle_newidle): entry and exit of the
+ * function, the load balancing it runs per domain, the tasks it pulls.
+ */
+
+volatile u64 nr_newidle, nr_newidle_ring_full;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, ORACLE_NEWIDLE_RING_BYTES);
+} newidle SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct oracle_newidle);
+} newidle_scratch SEC(".maps");
+
+/* Inside a newly-idle balance on this CPU: entry seen, exit not yet. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u32);
+} newidle_armed SEC(".maps");
+
+/* The root domain's overload flag: an int to v6.8, a bool named overloaded since. */
+struct root_domain___overload {
+	int overload;
+} __attribute__((preserve_access_index));
+
+struct root_domain___overloaded {
+	u8 overloaded;
+} __attribute__((preserve_access_index));
+
+static u8 rd_overloaded(struct rq *rq)
+{
+	struct root_domain___overloaded *now = (void *)BPF_CORE_READ(rq, rd);
+	struct root_domain___overload *old = (void *)now;
+
+	if (!now)
+		return 2;
+	if (bpf_core_field_exists(now->overloaded))
+		return BPF_CORE_READ(now, overloaded) ? 1 : 0;
+	if (bpf_core_field_exists(old->overload))
+		return BPF_CORE_READ(old, overload) ? 1 : 0;
+	return 2;
+}
+
+/* The scratch record of a balance in progress on this CPU, or NULL. */
+static struct oracle_newidle *newidle_in_progress(void)
+{
+	u32 zero = 0, *on = bpf_map_lookup_elem(&newidle_armed, &zero);
+
+	if (!on || !*on)
+		return NULL;
+	return bpf_map_lookup_elem(&newidle_scratch, &zero);
+}
+
+static __always_inline int newidle_enter(struct rq *rq)
+{
+	u32 zero = 0, i, n = nr_cpus;
+	struct oracle_newidle *r = bpf_map_lookup_elem(&newidle_scratch, &zero);
+	u32 *on = bpf_map_lookup_elem(&newidle_armed, &zero);
+	struct sched_domain *sd;
+
+	if (!r || !on)
+		return 0;
+	r->now_ns = bpf_ktime_get_ns();
+	r->cpu = BPF_CORE_READ(rq, cpu);
+	r->avg_idle = BPF_CORE_READ(rq, avg_idle);
+	r->ttwu_pending = BPF_CORE_READ(rq, ttwu_pending) ? 1 : 0;
+	r->overloaded = rd_overloaded(rq);
+	r->ret = 0;
+	r->balanced_domains = 0;
+	r->nr_pulled = 0;
+	r->pulled_pid = 0;
+	r->pulled_from = -1;
+	sd = BPF_CORE_READ(rq, sd);
+	r->nr_domains = 0;
+	for (i = 0; i < ORACLE_MAX_DOMAINS; i++) {
+		r->max_newidle_lb_cost[i] = 0;
+		if (!sd)
+			continue;
+		r->max_newidle_lb_cost[i] = BPF_CORE_READ(sd, max_newidle_lb_cost);
+		r->nr_domains = i + 1;
+		sd = BPF_CORE_READ(sd, parent);
+	}
+	if (n > ORACLE_MAX_CPUS)
+		n = ORACLE_MAX_CPUS;
+	r->nr_cpus = n;
+	for (i = 0; i < ORACLE_MAX_CPUS; i++) {
+		if (i >= n)
+			break;
+		read_cpu(i, &r->cpus[i]);
+	}
+	*on = 1;
+	return 0;
+}
+
+static __always_inline int newidle_leave(int ret)
+{
+	struct oracle_newidle *r = newidle_in_progress();
+	u32 zero = 0, *on = bpf_map_lookup_elem(&newidle_armed, &zero);
+	u64 size;
+
+	if (!r || !on)
+		return 0;
+	*on = 0;
+	r->ret = ret;
+	size = sizeof(*r) - sizeof(r->cpus) + r->nr_cpus * sizeof(r->cpus[0]);
+	if (size > sizeof(*r))
+		size = sizeof(*r);
+	if (bpf_ringbuf_output(&newidle, r, size, 0))
+		__sync_fetch_and_add(&nr_newidle_ring_full, 1);
+	else
+		__sync_fetch_and_add(&nr_newidle, 1);
+	return 0;
+}
+
+SEC("fentry/newidle_balance")
+int BPF_PROG(newidle_enter_old, struct rq *rq, struct rq_flags *rf)
+{
+	return newidle_enter(rq);
+}
+
+SEC("fexit/newidle_balance")
+int BPF_PROG(newidle_exit_old, struct rq *rq, struct rq_flags *rf, int ret)
+{
+	return newidle_leave(ret);
+}
+
+SEC("fentry/sched_balance_newidle")
+int BPF_PROG(newidle_enter_new, struct rq *rq, struct rq_flags *rf)
+{
+	return newidle_enter(rq);
+}
+
+SEC("fexit/sched_balance_newidle")
+int BPF_PROG(newidle_exit_new, struct rq *rq, struct rq_flags *rf, int ret)
+{
+	return newidle_leave(ret);
+}
+
+/*
+ * Where sched_balance_newidle() is inlined (7.2 has it only inside
+ * pick_task_fair()): the balance is what pick_task_fair() does when the
+ * fair class has nothing queued, so its entry with an empty cfs_rq is the
+ * balance's entry, and its result the balance's (NULL: none, RETRY_TASK:
+ * another class's, a task: a fair one).
+ */
+struct cfs_rq___queued {
+	unsigned int nr_queued;		/* v6.14+ */
+	unsigned int nr_running;	/* before */
+} __attribute__((preserve_access_index));
+
+static bool cfs_empty(struct rq *rq)
+{
+	struct cfs_rq___queued *q = (void *)&rq->cfs;
+
+	if (bpf_core_field_exists(q->nr_queued))
+		return !BPF_CORE_READ(q, nr_queued);
+	return !BPF_CORE_READ(q, nr_running);
+}
+
+SEC("fentry/pick_task_fair")
+int BPF_PROG(newidle_enter_pick, struct rq *rq)
+{
+	if (!cfs_empty(rq))
+		return 0;
+	return newidle_enter(rq);
+}
+
+SEC("fexit/pick_task_fair")
+int BPF_PROG(newidle_exit_pick, struct rq *rq, struct rq_flags *rf, struct task_struct *p)
+{
+	if (!newidle_in_progress())
+		return 0;
+	if (!p)
+		return newidle_leave(0);
+	return newidle_leave((long)p == -1 ? -1 : 1);
+}
+
+/* Load balancing in domain sd, during a newly-idle balance: which of its domains. */
+static __always_inline int newidle_balanced(struct rq *rq, struct sched_domain *sd)
+{
+	struct oracle_newidle *r = newidle_in_progress();
+	struct sched_domain *d;
+	u32 i;
+
+	if (!r)
+		return 0;
+	d = BPF_CORE_READ(rq, sd);
+	for (i = 0; i < ORACLE_MAX_DOMAINS && d; i++) {
+		if (d == sd) {
+			r->balanced_domains |= 1 << i;
+			break;
+		}
+		d = BPF_CORE_READ(d, parent);
+	}
+	return 0;
+}
+
+SEC("fentry/load_balance")
+int BPF_PROG(newidle_lb_old, int this_cpu, struct rq *rq, struct sched_domain *sd)
+{
+	return newidle_balanced(rq, sd);
+}
+
+SEC("fentry/sched_balance_rq")
+int BPF_PROG(newidle_lb_new, int this_cpu, struct rq *rq, struct sched_domain *sd)
+{
+	return newidle_balanced(rq, sd);
+}
+
+/* A task moved to the balancing CPU by its own balance (detach_task() runs there). */
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(newidle_pull, struct task_struct *p, int dest_cpu)
+{
+	struct oracle_newidle *r = newidle_in_progress();
+
+	if (!r || dest_cpu != r->cpu)
+		return 0;
+	if (!r->nr_pulled++) {
+		r->pulled_pid = BPF_CORE_READ(p, pid);
+		r->pulled_from = BPF_CORE_READ(p, se.cfs_rq, rq, cpu);
+	}
+	return 0;
+}

@@ -28,6 +28,10 @@ enum oracle_consts {
 	ORACLE_MAX_CPUS		= 64,
 	/* Ring size in bytes (a power of two, a multiple of the page size). */
 	ORACLE_RING_BYTES	= 64 << 20,
+	/* The newly-idle balances' ring: far fewer than placements. */
+	ORACLE_NEWIDLE_RING_BYTES = 16 << 20,
+	/* A balancing CPU's domains described (SMT, MC, PKG, NUMA ...). */
+	ORACLE_MAX_DOMAINS	= 6,
 };
 
 /* A u32 field the running kernel does not have. */
@@ -112,6 +116,43 @@ struct oracle_record {
 	 * kernel may have decided on state other than the record's.
 	 */
 	u64 changed_cpus;
+	struct oracle_cpu cpus[ORACLE_MAX_CPUS];
+};
+
+/*
+ * One newly-idle balance: newidle_balance() to v6.9, sched_balance_newidle()
+ * from v6.10 (the loader keeps the name the kernel's BTF has). A second
+ * ring, `newidle`, carries these; owner of every field BPF, as above.
+ * Entry: the balancing CPU's gates and every CPU's state; exit: what the
+ * function returned and which tasks moved to the CPU meanwhile (the
+ * sched_migrate_task tracepoint, which detach_task() fires on the balancing
+ * CPU) and in which of its domains load balancing ran.
+ */
+struct oracle_newidle {
+	u64 now_ns;		/* bpf_ktime_get_ns() on entry */
+	u64 avg_idle;		/* this rq's avg_idle, ns, on entry */
+	/*
+	 * max_newidle_lb_cost of this CPU's domains, innermost first (rq->sd,
+	 * then each ->parent): the cost cut-offs against avg_idle. 0 past the
+	 * last domain.
+	 */
+	u64 max_newidle_lb_cost[ORACLE_MAX_DOMAINS];
+	u32 cpu;		/* the balancing CPU */
+	s32 ret;		/* > 0: a fair task to run; 0: none; < 0: another class's */
+	u8 ttwu_pending;	/* this rq's, on entry: seed 2's test (v5.14+) */
+	u8 overloaded;		/* rd->overload(ed) on entry; 2 = unknown */
+	u8 nr_domains;		/* entries of max_newidle_lb_cost[] filled */
+	/*
+	 * Bit i: load balancing ran in domain i (innermost = 0) during the
+	 * call. The kernel stops at the first domain whose cost would exceed
+	 * avg_idle, or (v6.1.y, v6.12.y, v7.x: NI_RANDOM) skips a domain at
+	 * random; this says which it did.
+	 */
+	u8 balanced_domains;
+	u32 nr_pulled;		/* tasks moved to this CPU during the call */
+	s32 pulled_pid;		/* the first of them; 0 = none */
+	s32 pulled_from;	/* its CPU; -1 = none */
+	u32 nr_cpus;		/* entries of cpus[] filled */
 	struct oracle_cpu cpus[ORACLE_MAX_CPUS];
 };
 

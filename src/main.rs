@@ -393,9 +393,10 @@ fn main() -> ExitCode {
                         out,
                         seconds,
                         overwrite,
+                        newidle,
                     },
             }) => exit::exit_with(
-                scx_wakelab::oracle::record::record(&out, seconds, overwrite),
+                scx_wakelab::oracle::record::record(&out, seconds, overwrite, newidle.as_deref()),
                 exit::RUNTIME,
             ),
             Command::Oracle(a) => {

@@ -1068,7 +1068,7 @@ pub fn replay_trace(
 
 /// Reads the next line (without its newline) into `buf`, at most [`MAX_INPUT_BYTES`] of
 /// it.  Returns `None` at the end, else whether the line ended with a newline.
-fn next_line<R: BufRead>(r: &mut R, buf: &mut Vec<u8>) -> std::io::Result<Option<bool>> {
+pub(crate) fn next_line<R: BufRead>(r: &mut R, buf: &mut Vec<u8>) -> std::io::Result<Option<bool>> {
     buf.clear();
     let n = r
         .by_ref()

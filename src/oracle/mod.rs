@@ -53,9 +53,20 @@ pub enum OracleCommand {
         /// How long to record.
         #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400))]
         seconds: u64,
-        /// Replace FILE if it exists.
+        /// Replace FILE (and the --newidle file) if it exists.
         #[arg(long)]
         overwrite: bool,
+        /// Also record the kernel's newly-idle balances, one JSON line each, into this
+        /// file (`oracle newidle` reads it).
+        #[arg(long, value_name = "FILE")]
+        newidle: Option<PathBuf>,
+    },
+    /// What came of the newly-idle balances that `oracle record --newidle` recorded:
+    /// how many a pending wake-up stopped, how many balanced, pulled, and from where.
+    Newidle {
+        /// Files written by `oracle record --newidle`.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
     },
     /// Replay recorded placements through the engine and report the agreement.
     Compare {
@@ -925,6 +936,7 @@ pub fn run(args: OracleArgs) -> anyhow::Result<()> {
             };
             compare_into(&files, &opts, crate::explain::emit)
         }
+        OracleCommand::Newidle { files } => crate::explain::emit(&newidle::report(&files)?),
         OracleCommand::Record { .. } => Err(crate::exit::BadInput(
             "oracle record loads BPF: run it with scx_wakelab, not scx_wakelab-offline".into(),
         )
@@ -933,6 +945,7 @@ pub fn run(args: OracleArgs) -> anyhow::Result<()> {
 }
 
 pub mod fidelity;
+pub mod newidle;
 pub mod record;
 pub mod sysfs;
 

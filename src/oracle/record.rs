@@ -24,6 +24,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use libbpf_rs::OpenObject;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 
+use super::newidle::{NewidleCpu, NewidleRecord, PulledTask};
 use super::{Sample, SampleCpu, SampleLlc, SampleTask, preset_for_release};
 use crate::bpf_load;
 use crate::policy::{Topology, TopologyInput};
@@ -73,25 +74,37 @@ const BLOCKED_UPDATE: [&str; 2] = ["update_other_load_avgs", "update_rt_rq_load_
 /// `reweight_task(p, prio)` before.
 const REWEIGHT: [&str; 2] = ["reweight_task_fair", "reweight_task"];
 
-/// The estimator's hooks whose name differs by version, as this kernel's BTF has them.
+/// The newly-idle balance (`oracle record --newidle`), renamed in v6.10 (and in 6.1.y); where
+/// the compiler inlined it (7.2), the idle path of its one caller, `pick_task_fair()`.  The
+/// load balancing it runs per domain, renamed in v6.10.
+const NEWIDLE: [&str; 3] = ["sched_balance_newidle", "newidle_balance", "pick_task_fair"];
+const LOAD_BALANCE: [&str; 2] = ["sched_balance_rq", "load_balance"];
+
+/// The hooks whose name differs by version, as this kernel's BTF has them.
 #[derive(Clone, Copy, Debug, Default)]
-struct EstimatorHooks {
+struct VersionHooks {
     /// One of `BLOCKED_UPDATE`.
     blocked_update: Option<&'static str>,
     /// One of `REWEIGHT`.
     reweight: Option<&'static str>,
+    /// One of `NEWIDLE`.
+    newidle: Option<&'static str>,
+    /// One of `LOAD_BALANCE`.
+    load_balance: Option<&'static str>,
 }
 
 /// How many parameters the kernel's select_task_rq_fair() takes (3 from v5.11, 4 before),
-/// and the estimator's hooks of this version.
-fn hook_arity() -> Result<(usize, EstimatorHooks)> {
+/// and the hooks of this version.
+fn hook_arity() -> Result<(usize, VersionHooks)> {
     use libbpf_rs::btf::types::{Func, FuncProto};
     use libbpf_rs::btf::{Btf, ReferencesType};
     let btf = Btf::from_vmlinux().context("reading the kernel's BTF")?;
     let has = |n: &&str| btf.type_by_name::<Func>(n).is_some();
-    let hooks = EstimatorHooks {
+    let hooks = VersionHooks {
         blocked_update: BLOCKED_UPDATE.into_iter().find(has),
         reweight: REWEIGHT.into_iter().find(has),
+        newidle: NEWIDLE.into_iter().find(has),
+        load_balance: LOAD_BALANCE.into_iter().find(has),
     };
     let func: Func = btf
         .type_by_name(HOOK)
@@ -189,6 +202,56 @@ fn parse(data: &[u8]) -> Option<Sample> {
     })
 }
 
+/// One newly-idle ring entry as a record (topology, release and sequence number are the
+/// writer's); `None` if it is not a whole one.
+fn parse_newidle(data: &[u8]) -> Option<NewidleRecord> {
+    let full = std::mem::size_of::<intf::oracle_newidle>();
+    let per_cpu = std::mem::size_of::<intf::oracle_cpu>();
+    let head = full - per_cpu * intf::oracle_consts_ORACLE_MAX_CPUS as usize;
+    if data.len() < head || data.len() > full {
+        return None;
+    }
+    let mut bytes = vec![0u8; full];
+    bytes[..data.len()].copy_from_slice(data);
+    // SAFETY: as in parse(): a whole record, zero-filled beyond what BPF sent.
+    let r: intf::oracle_newidle =
+        unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const intf::oracle_newidle) };
+    let n = (r.nr_cpus as usize).min(r.cpus.len());
+    let domains = (r.nr_domains as usize).min(r.max_newidle_lb_cost.len());
+    if data.len() < head + n * per_cpu {
+        return None;
+    }
+    Some(NewidleRecord {
+        now_ns: r.now_ns,
+        cpu: r.cpu as usize,
+        ret: r.ret,
+        ttwu_pending: r.ttwu_pending != 0,
+        overloaded: (r.overloaded < 2).then_some(r.overloaded == 1),
+        avg_idle: r.avg_idle,
+        max_newidle_lb_cost: r.max_newidle_lb_cost[..domains].to_vec(),
+        balanced_domains: (0..8)
+            .filter(|i| r.balanced_domains & (1 << i) != 0)
+            .collect(),
+        nr_pulled: r.nr_pulled,
+        pulled: (r.nr_pulled > 0 && r.pulled_from >= 0).then_some(PulledTask {
+            pid: r.pulled_pid,
+            from: r.pulled_from as usize,
+        }),
+        cpus: r.cpus[..n]
+            .iter()
+            .map(|c| NewidleCpu {
+                nr_running: c.nr_running,
+                nr_delayed: c.nr_delayed,
+                load_avg: c.load_avg,
+                util_avg: c.util_avg,
+                curr_is_idle: c.curr_is_idle != 0,
+                ttwu_pending: c.ttwu_pending != 0,
+            })
+            .collect(),
+        ..NewidleRecord::default()
+    })
+}
+
 /// Addresses of the kernel symbols bpf/oracle.bpf.c reads, from /proc/kallsyms.
 #[derive(Default)]
 struct Ksyms {
@@ -252,8 +315,10 @@ fn release() -> String {
 struct Target {
     /// How many parameters the hook takes (3 or 4).
     arity: usize,
-    /// The estimator's hooks of this version.
-    hooks: EstimatorHooks,
+    /// The hooks of this version.
+    hooks: VersionHooks,
+    /// Record newly-idle balances too (`--newidle`).
+    newidle: bool,
     topo: Topology,
     release: String,
     /// The preset records are replayed with, and how sure that is.
@@ -261,19 +326,30 @@ struct Target {
     why: &'static str,
 }
 
-/// Records for `seconds` (or until Ctrl-C) into `out` (`-`: standard output).
-pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
+/// Records for `seconds` (or until Ctrl-C) into `out` (`-`: standard output), and the
+/// newly-idle balances into `newidle` if given.
+pub fn record(out: &Path, seconds: u64, overwrite: bool, newidle: Option<&Path>) -> Result<()> {
     bpf_load::check_root(unsafe { libc::geteuid() })?;
     let to_stdout = out.as_os_str() == "-";
     let overwrite = Overwrite {
         allowed: overwrite,
         flag: "--overwrite",
     };
-    // The trace file's own checks, before anything is loaded.
+    // The trace files' own checks, before anything is loaded.
     if !to_stdout {
         check_trace_path(out, overwrite)?;
     }
-    let target = find_target()?;
+    if let Some(n) = newidle {
+        if n.as_os_str() == "-" || n == out {
+            return Err(crate::exit::BadInput(format!(
+                "--newidle needs a file of its own, not {}",
+                n.display()
+            ))
+            .into());
+        }
+        check_trace_path(n, overwrite)?;
+    }
+    let target = find_target(newidle.is_some())?;
     let mut open_object = MaybeUninit::uninit();
     let skel = load_and_attach(&mut open_object, &target)?;
 
@@ -282,23 +358,33 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool) -> Result<()> {
     } else {
         Box::new(open_trace_file(out, overwrite)?)
     };
-    let (tx, writer) = spawn_writer(sink, &target);
+    let newidle_sink: Option<Box<dyn Write + Send>> = match newidle {
+        Some(n) => Some(Box::new(open_trace_file(n, overwrite)?)),
+        None => None,
+    };
+    let (tx, writer) = spawn_writer(sink, newidle_sink, &target);
     let unreadable = drain(&skel, &target, seconds, tx)?;
-    let (written, refused) = match writer.join() {
+    let w = match writer.join() {
         Ok(r) => r.with_context(|| format!("writing {}", out.display()))?,
         Err(_) => bail!("the oracle's writer thread failed"),
     };
-    log_summary(&skel, out, written, unreadable + refused);
+    log_summary(&skel, out, newidle, &w, unreadable);
     Ok(())
 }
 
 /// The kernel's hook, the machine's topology and the preset to replay with; an error if
-/// the oracle cannot record here.
-fn find_target() -> Result<Target> {
+/// the oracle cannot record here (or cannot record newly-idle balances, asked to).
+fn find_target(newidle: bool) -> Result<Target> {
     if !Path::new(BTF_PATH).exists() {
         bail!("this kernel has no BTF ({BTF_PATH} is missing): the oracle cannot attach");
     }
     let (arity, hooks) = hook_arity()?;
+    if newidle && hooks.newidle.is_none() {
+        bail!(
+            "this kernel's BTF has none of {}: --newidle cannot record here",
+            NEWIDLE.join(", ")
+        );
+    }
     if arity != 3 && arity != 4 {
         bail!(
             "{HOOK} takes {arity} parameters here; the oracle knows the 3- and 4-parameter forms"
@@ -318,6 +404,7 @@ fn find_target() -> Result<Target> {
     Ok(Target {
         arity,
         hooks,
+        newidle,
         topo,
         release,
         preset,
@@ -364,6 +451,31 @@ fn load_and_attach<'obj>(
         target.hooks.blocked_update,
         "the estimator leaves idle CPUs' blocked load undecayed",
     );
+    // The newly-idle balance's programs only when asked for (find_target() made sure the
+    // kernel has the hook): each balance reads every CPU.
+    let newidle = target.hooks.newidle.filter(|_| target.newidle);
+    for (i, name) in NEWIDLE.into_iter().enumerate() {
+        let on = newidle == Some(name);
+        let (enter, exit) = match i {
+            0 => (&mut progs.newidle_enter_new, &mut progs.newidle_exit_new),
+            1 => (&mut progs.newidle_enter_old, &mut progs.newidle_exit_old),
+            _ => (&mut progs.newidle_enter_pick, &mut progs.newidle_exit_pick),
+        };
+        enter.set_autoload(on);
+        exit.set_autoload(on);
+    }
+    progs.newidle_pull.set_autoload(newidle.is_some());
+    if newidle.is_some() {
+        keep_the_one_found(
+            [&mut progs.newidle_lb_new, &mut progs.newidle_lb_old],
+            LOAD_BALANCE,
+            target.hooks.load_balance,
+            "newly-idle records do not say which domains were balanced",
+        );
+    } else {
+        progs.newidle_lb_new.set_autoload(false);
+        progs.newidle_lb_old.set_autoload(false);
+    }
     let mut skel = open.load().map_err(load_error)?;
     skel.attach()
         .with_context(|| format!("attaching to {HOOK} (fentry/fexit)"))?;
@@ -417,40 +529,72 @@ fn load_error(e: libbpf_rs::Error) -> anyhow::Error {
     }
 }
 
-/// Batches of samples on their way to the writer, each with the kernel's tick rate.
-type Batches = SyncSender<(u64, Vec<Sample>)>;
+/// What the drain hands the writer: placements and newly-idle balances, with the kernel's
+/// tick rate.
+#[derive(Default)]
+struct Batch {
+    hz: u64,
+    placements: Vec<Sample>,
+    newidle: Vec<NewidleRecord>,
+}
 
-/// The writer thread: turns samples into trace lines and writes them to `sink`; returns
-/// how many it wrote and how many could not become a record.  Records become JSON lines
-/// here, not where the ring is drained, so that a slow disk or the conversion does not
-/// leave the ring to fill.  A full queue stalls the drain: records are then lost in BPF,
-/// and counted there.
+type Batches = SyncSender<Batch>;
+
+/// What the writer wrote, and how many placements could not become a record.
+#[derive(Default)]
+struct Written {
+    placements: u64,
+    refused: u64,
+    newidle: u64,
+}
+
+/// The writer thread: turns samples into trace lines and writes them to `sink`, and the
+/// newly-idle balances to `newidle_sink`.  Records become JSON lines here, not where the
+/// ring is drained, so that a slow disk or the conversion does not leave the ring to
+/// fill.  A full queue stalls the drain: records are then lost in BPF, and counted there.
 fn spawn_writer(
     sink: Box<dyn Write + Send>,
+    newidle_sink: Option<Box<dyn Write + Send>>,
     target: &Target,
-) -> (Batches, JoinHandle<std::io::Result<(u64, u64)>>) {
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Vec<Sample>)>(QUEUED_BATCHES);
+) -> (Batches, JoinHandle<std::io::Result<Written>>) {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(QUEUED_BATCHES);
     let topo = target.topo.clone();
     let ti = TopologyInput::from_topology(&topo);
     let preset = target.preset.to_string();
-    let writer = std::thread::spawn(move || -> std::io::Result<(u64, u64)> {
+    let release = target.release.clone();
+    let writer = std::thread::spawn(move || -> std::io::Result<Written> {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, sink);
-        let (mut written, mut refused) = (0u64, 0u64);
-        for (hz, batch) in rx {
-            for s in &batch {
-                match s.to_trace(written, &topo, &ti, &preset, hz) {
+        let mut nw = newidle_sink.map(|s| std::io::BufWriter::with_capacity(1 << 18, s));
+        let mut done = Written::default();
+        for batch in rx {
+            for s in &batch.placements {
+                match s.to_trace(done.placements, &topo, &ti, &preset, batch.hz) {
                     Ok(rec) => {
                         let mut line = rec.to_json_line();
                         line.push('\n');
                         w.write_all(line.as_bytes())?;
-                        written += 1;
+                        done.placements += 1;
                     }
-                    Err(_) => refused += 1,
+                    Err(_) => done.refused += 1,
+                }
+            }
+            if let Some(nw) = nw.as_mut() {
+                for mut r in batch.newidle {
+                    r.seq = done.newidle;
+                    r.topology = ti.clone();
+                    r.release = release.clone();
+                    let mut line = r.to_json_line();
+                    line.push('\n');
+                    nw.write_all(line.as_bytes())?;
+                    done.newidle += 1;
                 }
             }
         }
         w.flush()?;
-        Ok((written, refused))
+        if let Some(nw) = nw.as_mut() {
+            nw.flush()?;
+        }
+        Ok(done)
     });
     (tx, writer)
 }
@@ -459,17 +603,27 @@ fn spawn_writer(
 /// writer stops, then once more; returns how many ring entries were not whole records.
 /// Dropping `tx` on return ends the writer.
 fn drain(skel: &skel::OracleSkel<'_>, target: &Target, seconds: u64, tx: Batches) -> Result<u64> {
-    let inbox: Rc<RefCell<Vec<Sample>>> = Default::default();
+    let inbox: Rc<RefCell<Batch>> = Default::default();
     let unreadable = Rc::new(Cell::new(0u64));
     let mut rbb = libbpf_rs::RingBufferBuilder::new();
     let (sink_in, bad) = (inbox.clone(), unreadable.clone());
     rbb.add(&skel.maps.records, move |data: &[u8]| {
         match parse(data) {
-            Some(s) => sink_in.borrow_mut().push(s),
+            Some(s) => sink_in.borrow_mut().placements.push(s),
             None => bad.set(bad.get() + 1),
         }
         0
     })?;
+    if target.newidle {
+        let (sink_in, bad) = (inbox.clone(), unreadable.clone());
+        rbb.add(&skel.maps.newidle, move |data: &[u8]| {
+            match parse_newidle(data) {
+                Some(r) => sink_in.borrow_mut().newidle.push(r),
+                None => bad.set(bad.get() + 1),
+            }
+            0
+        })?;
+    }
     let ring = rbb.build()?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -496,11 +650,13 @@ fn drain(skel: &skel::OracleSkel<'_>, target: &Target, seconds: u64, tx: Batches
             if n < 0 {
                 bail!("reading the oracle's ring failed: {n}");
             }
-            let batch = std::mem::take(&mut *inbox.borrow_mut());
-            if !batch.is_empty() && hz == 0 {
+            let mut batch = std::mem::take(&mut *inbox.borrow_mut());
+            let empty = batch.placements.is_empty() && batch.newidle.is_empty();
+            if !batch.placements.is_empty() && hz == 0 {
                 hz = kernel_hz(skel);
             }
-            if !batch.is_empty() && tx.send((hz, batch)).is_err() {
+            batch.hz = hz;
+            if !empty && tx.send(batch).is_err() {
                 break 'record; // the writer stopped: its error is reported by its join
             }
             if (n as usize) < BATCH {
@@ -530,24 +686,38 @@ fn kernel_hz(skel: &skel::OracleSkel<'_>) -> u64 {
     hz
 }
 
-/// The recording's last line: what was written where, and what was lost on the way
+/// The recording's last lines: what was written where, and what was lost on the way
 /// (`unreadable`: ring entries that were no record, and samples no trace line could be
 /// made of).
-fn log_summary(skel: &skel::OracleSkel<'_>, out: &Path, written: u64, unreadable: u64) {
+fn log_summary(
+    skel: &skel::OracleSkel<'_>,
+    out: &Path,
+    newidle: Option<&Path>,
+    w: &Written,
+    unreadable: u64,
+) {
     let bss = skel.maps.bss_data.as_deref();
     let full = bss.map_or(0, |b| b.nr_ring_full);
     let unpaired = bss.map_or(0, |b| b.nr_exit_unpaired);
+    if let Some(n) = newidle {
+        log::info!(
+            "oracle: {} newly-idle balances written to {}; {} lost to a full ring",
+            w.newidle,
+            n.display(),
+            bss.map_or(0, |b| b.nr_newidle_ring_full)
+        );
+    }
     log::info!(
         "oracle: {} placements written to {}; {} lost to a full ring, {} unreadable, {} exits \
          without their entry",
-        written,
+        w.placements,
         if out.as_os_str() == "-" {
             "standard output".to_string()
         } else {
             out.display().to_string()
         },
         full,
-        unreadable,
+        unreadable + w.refused,
         unpaired
     );
 }

@@ -2,7 +2,8 @@
 # The oracle lab's guest side (tools/oracle/run): for each workload, record the kernel's
 # own fair-class placements while the workload runs, then replay them through the engine,
 # with the kernel's inputs and with the live agent's (each replay after an ORACLE-COMPARE
-# line naming its inputs).
+# line naming its inputs); the newly-idle balances are recorded beside them and accounted
+# for after an ORACLE-NEWIDLE line.
 # Env: WORKLOADS (space-separated names below), SECS (seconds of workload each),
 # DISCRIMINATE=1 to replay with the other kernels' presets too (oracle compare --discriminate),
 # STAND_INS (space-separated workloads) to cost each of the live agent's stand-ins on those
@@ -45,8 +46,9 @@ workload() { # name: runs for about SECS seconds
 
 for w in $WORKLOADS; do
     out=/tmp/oracle-$w.jsonl
-    rm -f "$out"
-    scx_wakelab oracle record --out "$out" --seconds 3600 2>/tmp/rec.err &
+    ni=/tmp/newidle-$w.jsonl
+    rm -f "$out" "$ni"
+    scx_wakelab oracle record --out "$out" --newidle "$ni" --seconds 3600 2>/tmp/rec.err &
     rec=$!
     # The file appears once the programs are attached; do not run the workload before.
     i=0
@@ -58,7 +60,7 @@ for w in $WORKLOADS; do
     wait $rec
     rc=$?
     echo "ORACLE-BEGIN $w record-rc=$rc"
-    sed 's/^/  record: /' /tmp/rec.err | tail -n 3
+    sed 's/^/  record: /' /tmp/rec.err | tail -n 4
     if [ $rc -eq 0 ]; then
         for inputs in kernel live; do
             echo "ORACLE-COMPARE inputs=$inputs"
@@ -66,6 +68,8 @@ for w in $WORKLOADS; do
             case " ${STAND_INS:-} " in *" $w "*) [ "$inputs" = kernel ] && stand_ins=--stand-ins ;; esac
             scx_wakelab oracle compare --inputs "$inputs" $discriminate $stand_ins "$out"
         done
+        echo "ORACLE-NEWIDLE"
+        scx_wakelab oracle newidle "$ni"
     fi
     echo "ORACLE-END $w"
 done

@@ -78,8 +78,23 @@ PAIRS_L = [("mainline", "v5.10.y", 10, 7, 2, False), ("mainline", "v6.12.y", 0, 
 STAND_INS = [("cpu_load", 90, 12, 93, 17), ("wakee_load", 95, 17, 88, 13)]
 
 
-def guest_output(workloads=("hackbench-pipes", "tbench"), stand_ins=()):
-    out = ["ORACLE-KERNEL 7.2.13+deb14-amd64",
+def newidle_output(w, pending_balanced=0, release="7.2.13+deb14-amd64"):
+    """`oracle newidle`'s account (src/oracle/newidle.rs): 500 balances, 10 with a wake-up
+    pending, 4 of them with the other gates open."""
+    return [f"/tmp/newidle-{w}.jsonl: 500 newly-idle balances ({release})",
+            f"  entered with a wake-up pending            10 (2.0%); the other gates open 4, "
+            f"balanced {pending_balanced}",
+            "  root domain not overloaded               400 (80.0%)",
+            "  balanced in a domain                      60 (12.0%)",
+            "    first in domain 0                       60",
+            "  pulled a task                             20 (4.0%)",
+            "    from its LLC                            20",
+            "  a fair task arrived, none pulled           1 (0.2%)"]
+
+
+def guest_output(workloads=("hackbench-pipes", "tbench"), stand_ins=(), release="7.2.13+deb14-amd64",
+                 newidle=("hackbench-pipes", "tbench"), pending_balanced=0):
+    out = [f"ORACLE-KERNEL {release}",
            "ORACLE-NOBTF rc=2 lines=1 error: no BTF"]
     for w in workloads:
         out += [f"ORACLE-BEGIN {w} record-rc=0", "  record: 100 placements written",
@@ -88,6 +103,8 @@ def guest_output(workloads=("hackbench-pipes", "tbench"), stand_ins=()):
                               stand_ins=STAND_INS if w in stand_ins else ())
         out += ["ORACLE-COMPARE inputs=live"]
         out += compare_output("live", 88, 100, LIVE, PAIRS_L, race=False)
+        if w in newidle:
+            out += ["ORACLE-NEWIDLE"] + newidle_output(w, pending_balanced, release)
         out += [f"ORACLE-END {w}"]
     return "\n".join(out) + "\n"
 
@@ -114,6 +131,12 @@ class Parse(unittest.TestCase):
         self.assertIn("# oracle compare --inputs live", r["text"])
         self.assertEqual(r["estimates"]["cpu load"], (800, 0.3, 12.5))
         self.assertEqual(r["estimates"]["wakee util"], (0, None, None))
+        # The newly-idle account comes last, apart from the live replay's.
+        self.assertEqual(r["newidle"], {"balances": 500, "pending": 10, "pending_open": 4,
+                                        "pending_balanced": 0, "not_overloaded": 400,
+                                        "balanced": 60, "pulled": 20})
+        self.assertEqual(r["inputs"]["live"]["agree"], 88)
+        self.assertIn("# oracle newidle", r["text"])
 
     def test_a_replay_without_its_marker_is_the_kernel_inputs(self):
         out = "\n".join(["ORACLE-BEGIN sched-pipe record-rc=0"]
@@ -196,6 +219,32 @@ class LiveCheck(unittest.TestCase):
         self.assertIn("lat-ctx", why)
 
 
+class NewidleCheck(unittest.TestCase):
+    W = ("hackbench-pipes", "tbench")
+
+    def check(self, **kw):
+        release, res, _ = run.parse(guest_output(**kw))
+        return run.newidle_check(release, res, self.W)
+
+    def test_a_kernel_with_seed_2_balances_none_with_a_wake_up_pending(self):
+        ok, why = self.check()
+        self.assertTrue(ok, why)
+        self.assertEqual(why, "1000 newly-idle balances; 20 entered with a wake-up pending, 8 of them with the "
+                              "other gates open, 0 balanced (seed 2's test: none may)")
+        ok, why = self.check(pending_balanced=1)
+        self.assertFalse(ok, why)
+
+    def test_5_10_may_balance_them(self):
+        ok, why = self.check(release="5.10.0-32-amd64", pending_balanced=3)
+        self.assertTrue(ok, why)
+        self.assertIn("6 balanced (no seed 2 test here: those with the gates open may)", why)
+
+    def test_a_workload_without_newidle_records_fails(self):
+        ok, why = self.check(newidle=("tbench",))
+        self.assertFalse(ok)
+        self.assertTrue(why.startswith("no newly-idle balances recorded for hackbench-pipes;"), why)
+
+
 class Main(unittest.TestCase):
     """The whole host side, with the VM replaced by made-up guest output."""
 
@@ -235,8 +284,12 @@ class Main(unittest.TestCase):
                       "(80.0%)", out)
         for heading in ("## Wake-ups that left prev", "## Forks and execs", "## Version discrimination",
                         "| kernel | workload | placements | kernel inputs | live inputs | always prev |",
-                        "## What each stand-in costs", "## The state estimator against the kernel"):
+                        "## What each stand-in costs", "## The state estimator against the kernel",
+                        "## Newly-idle balances"):
             self.assertIn(heading, doc)
+        self.assertIn("CHECK PASS oracle_newidle_sid 7.2.13+deb14-amd64: 1000 newly-idle balances;", out)
+        self.assertIn("| 7.2.13+deb14-amd64 | tbench | 500 | 400 (80.0%) | 60 (12.0%) | 20 (4.0%) | 10 (2.0%) "
+                      "| 4 | 0 |", doc)
         # tbench's records alone: cpu_load alone 90 of 100 against the kernel inputs' 95, and
         # on the 20 that left prev 12 against 17; all but it 93 against the live inputs' 88.
         self.assertIn("| 7.2.13+deb14-amd64 | kernel inputs | 95.0% of 100 | | 85.0% of 20 | |", doc)
@@ -272,8 +325,29 @@ RECORD = {"seq": 0, "topology": {"shape": "1x1x4x1"}, "policy": {"preset": "main
           "estimated": {"cpu_load": [1024, 1024, 0, 1024], "cpu_util": [0, 0, 0, 0], "task_load": 1024}}
 
 
+# A newly-idle record (src/oracle/newidle.rs): CPU 2 pulled from CPU 0, with a wake-up pending.
+NEWIDLE_RECORD = {"seq": 0, "topology": {"shape": "1x1x4x1"}, "release": "5.10.0-32-amd64", "now_ns": 1,
+                  "cpu": 2, "ret": 1, "ttwu_pending": True, "overloaded": True, "avg_idle": 900000,
+                  "max_newidle_lb_cost": [1000], "balanced_domains": [0], "nr_pulled": 1,
+                  "pulled": {"pid": 9, "from": 0},
+                  "cpus": [{"nr_running": 2, "nr_delayed": 0, "load_avg": 2048, "util_avg": 900,
+                            "curr_is_idle": False, "ttwu_pending": False}] * 4}
+
+
 @unittest.skipUnless(binary(), "no built scx_wakelab (cargo build --release)")
 class AgainstTheBinary(unittest.TestCase):
+    def test_the_patterns_match_what_oracle_newidle_prints(self):
+        with tempfile.TemporaryDirectory() as d:
+            f = Path(d) / "n.jsonl"
+            f.write_text("\n".join(json.dumps(dict(NEWIDLE_RECORD, seq=i)) for i in range(3)) + "\n")
+            p = subprocess.run([str(binary()), "oracle", "newidle", str(f)], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            _, res, _ = run.parse("\n".join(["ORACLE-BEGIN w record-rc=0", "ORACLE-NEWIDLE"]
+                                             + p.stdout.splitlines() + ["ORACLE-END w"]))
+        self.assertEqual(res["w"]["newidle"], {"balances": 3, "pending": 3, "pending_open": 3,
+                                               "pending_balanced": 3, "not_overloaded": 0,
+                                               "balanced": 3, "pulled": 3})
+
     def test_the_patterns_match_what_oracle_compare_prints(self):
         with tempfile.TemporaryDirectory() as d:
             f = Path(d) / "t.jsonl"

@@ -1,0 +1,393 @@
+//! The kernel's newly-idle balances, as `oracle record --newidle FILE` writes them, and
+//! `oracle newidle FILE...`'s account of them.
+//!
+//! A CPU about to go idle runs `newidle_balance()` (`sched_balance_newidle()` from v6.10):
+//! since v5.14 it returns at once when a wake-up is already on its way to it (seed 2,
+//! e5e678e4); otherwise it balances only with an overloaded root domain and enough
+//! expected idle time (`avg_idle` against the domains' `max_newidle_lb_cost`), domain by
+//! domain, innermost first, until a task arrives.  One record per call: the gates'
+//! inputs on entry, every CPU's state, and what came of it (which domains it balanced,
+//! which task it pulled from where, what it returned).  The engine's replay of these
+//! records is still to come; this module only reads them.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::{Topology, TopologyInput};
+
+/// One newly-idle balance (`struct oracle_newidle` in bpf/oracle.h), as a JSON line.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewidleRecord {
+    /// The writer's sequence number.
+    pub seq: u64,
+    pub topology: TopologyInput,
+    /// The recorded kernel's release (`uname -r`).
+    pub release: String,
+    /// `bpf_ktime_get_ns()` on entry.
+    pub now_ns: u64,
+    /// The balancing CPU.
+    pub cpu: usize,
+    /// What the function returned: > 0 a fair task to run, 0 none, < 0 another class's.
+    pub ret: i32,
+    /// Its runqueue's `ttwu_pending` on entry: a wake-up on its way to it.
+    pub ttwu_pending: bool,
+    /// The root domain's overload flag on entry; absent where the kernel has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overloaded: Option<bool>,
+    /// Its runqueue's `avg_idle` on entry, ns.
+    pub avg_idle: u64,
+    /// `max_newidle_lb_cost` of its domains, innermost first, ns.
+    pub max_newidle_lb_cost: Vec<u64>,
+    /// The domains (indexes into `max_newidle_lb_cost`) where load balancing ran.
+    pub balanced_domains: Vec<usize>,
+    /// Tasks moved to `cpu` during the call.
+    pub nr_pulled: u32,
+    /// The first of them and the CPU it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pulled: Option<PulledTask>,
+    /// Every CPU on entry, by CPU.
+    pub cpus: Vec<NewidleCpu>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PulledTask {
+    pub pid: i32,
+    pub from: usize,
+}
+
+/// What a balance can read of one CPU on entry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewidleCpu {
+    pub nr_running: u32,
+    /// Delayed-dequeue sleepers among them (v6.12+).
+    pub nr_delayed: u32,
+    pub load_avg: u64,
+    pub util_avg: u64,
+    pub curr_is_idle: bool,
+    pub ttwu_pending: bool,
+}
+
+impl NewidleRecord {
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(self).expect("newly-idle records serialise")
+    }
+}
+
+/// Where a pulled task came from, seen from the balancing CPU.
+fn origin(topo: &Topology, cpu: usize, from: usize) -> &'static str {
+    if topo.share_core(cpu, from) {
+        "its SMT sibling"
+    } else if topo.share_cache(cpu, from) {
+        "its LLC"
+    } else if topo.share_node(cpu, from) {
+        "its node, another LLC"
+    } else {
+        "another node"
+    }
+}
+
+/// One file's account: what came of its balances.
+#[derive(Clone, Debug, Default)]
+pub struct NewidleTally {
+    pub file: String,
+    pub release: String,
+    pub balances: u64,
+    /// Entered with a wake-up pending; of those, how many had the other gates open (an
+    /// overloaded root domain, `avg_idle` above the innermost domain's cost and, on v5.10,
+    /// above `sysctl_sched_migration_cost`), so that v5.10 balances; and how many balanced
+    /// (none on a kernel with seed 2's test).
+    pub pending: u64,
+    pub pending_gates_open: u64,
+    pub pending_balanced: u64,
+    pub not_overloaded: u64,
+    pub balanced: u64,
+    /// Balances by the innermost domain they balanced in.
+    pub by_first_domain: BTreeMap<usize, u64>,
+    pub pulled: u64,
+    pub pulled_from: BTreeMap<&'static str, u64>,
+    /// Returned a fair task without pulling one: a wake-up arrived meanwhile.
+    pub arrived: u64,
+}
+
+/// v5.10's first gate: `avg_idle < sysctl_sched_migration_cost` (500 us by default) ends the
+/// balance before any domain; in 6.1's source the innermost domain's cost stands in its place.
+const MIGRATION_COST_NS: u64 = 500_000;
+
+impl NewidleTally {
+    /// The gates other than seed 2's, as the record's kernel has them.
+    fn gates_open(&self, r: &NewidleRecord) -> bool {
+        let v510 = super::preset_for_release(&r.release).0 == "v5.10.y";
+        r.overloaded == Some(true)
+            && r.max_newidle_lb_cost
+                .first()
+                .is_some_and(|&c| r.avg_idle >= c)
+            && (!v510 || r.avg_idle >= MIGRATION_COST_NS)
+    }
+
+    fn add(&mut self, r: &NewidleRecord, topo: &Topology) {
+        self.balances += 1;
+        let balanced = !r.balanced_domains.is_empty();
+        if r.ttwu_pending {
+            self.pending += 1;
+            self.pending_gates_open += self.gates_open(r) as u64;
+            self.pending_balanced += balanced as u64;
+        }
+        if r.overloaded == Some(false) {
+            self.not_overloaded += 1;
+        }
+        if let Some(&d) = r.balanced_domains.iter().min() {
+            self.balanced += 1;
+            *self.by_first_domain.entry(d).or_default() += 1;
+        }
+        match r.pulled {
+            Some(p) => {
+                self.pulled += 1;
+                *self
+                    .pulled_from
+                    .entry(origin(topo, r.cpu, p.from))
+                    .or_default() += 1;
+            }
+            None if r.ret > 0 => self.arrived += 1,
+            None => {}
+        }
+    }
+
+    pub fn render(&self, o: &mut String) {
+        let pct = |n: u64| {
+            if self.balances == 0 {
+                0.0
+            } else {
+                100.0 * n as f64 / self.balances as f64
+            }
+        };
+        let _ = writeln!(
+            o,
+            "{}: {} newly-idle balances ({})",
+            self.file, self.balances, self.release
+        );
+        let _ = writeln!(
+            o,
+            "  entered with a wake-up pending      {:>8} ({:.1}%); the other gates open {}, balanced {}",
+            self.pending,
+            pct(self.pending),
+            self.pending_gates_open,
+            self.pending_balanced
+        );
+        let _ = writeln!(
+            o,
+            "  root domain not overloaded          {:>8} ({:.1}%)",
+            self.not_overloaded,
+            pct(self.not_overloaded)
+        );
+        let _ = writeln!(
+            o,
+            "  balanced in a domain                {:>8} ({:.1}%)",
+            self.balanced,
+            pct(self.balanced)
+        );
+        for (d, n) in &self.by_first_domain {
+            let _ = writeln!(o, "    first in domain {d}                 {n:>8}");
+        }
+        let _ = writeln!(
+            o,
+            "  pulled a task                       {:>8} ({:.1}%)",
+            self.pulled,
+            pct(self.pulled)
+        );
+        for (from, n) in &self.pulled_from {
+            let _ = writeln!(o, "    from {from:<29}{n:>8}");
+        }
+        let _ = writeln!(
+            o,
+            "  a fair task arrived, none pulled    {:>8} ({:.1}%)",
+            self.arrived,
+            pct(self.arrived)
+        );
+    }
+}
+
+/// Reads one file of newly-idle records; errors name the file and line.  As with trace
+/// files, a line may be at most `MAX_INPUT_BYTES` long, and a last line cut short (a writer
+/// stopped mid-record) is left out.
+pub fn tally_file(path: &Path) -> anyhow::Result<NewidleTally> {
+    use crate::explain::{MAX_INPUT_BYTES, next_line};
+    let name = path.display().to_string();
+    let file = crate::explain::open_input(path)
+        .map_err(|e| crate::exit::BadInput(format!("cannot read {name}: {e}")))?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let mut t = NewidleTally {
+        file: name.clone(),
+        ..NewidleTally::default()
+    };
+    let mut topo: Option<(TopologyInput, Topology)> = None;
+    let (mut buf, mut lineno) = (Vec::new(), 0usize);
+    while let Some(complete) = next_line(&mut reader, &mut buf)
+        .map_err(|e| crate::exit::BadInput(format!("{name}: after line {lineno}: {e}")))?
+    {
+        lineno += 1;
+        let bad = |e: String| crate::exit::BadInput(format!("{name}:{lineno}: {e}"));
+        if buf.len() as u64 > MAX_INPUT_BYTES {
+            return Err(bad(format!(
+                "longer than the {} MiB a record may have",
+                MAX_INPUT_BYTES >> 20
+            ))
+            .into());
+        }
+        let line = std::str::from_utf8(&buf)
+            .map_err(|e| bad(format!("not UTF-8 text (byte {})", e.valid_up_to())))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let r: NewidleRecord = match serde_json::from_str(line) {
+            Ok(r) => r,
+            Err(_) if !complete => break,
+            Err(e) => return Err(bad(e.to_string()).into()),
+        };
+        if topo.as_ref().is_none_or(|(ti, _)| *ti != r.topology) {
+            let built = r
+                .topology
+                .build(|_| Err("a newly-idle record names no sysfs tree".into()))
+                .map_err(bad)?;
+            topo = Some((r.topology.clone(), built));
+        }
+        let (_, tp) = topo.as_ref().expect("built above");
+        let n = tp.nr_cpus();
+        if r.cpu >= n || r.pulled.is_some_and(|p| p.from >= n) {
+            return Err(bad(format!("a CPU beyond the topology's {n}")).into());
+        }
+        if t.release.is_empty() {
+            t.release = r.release.clone();
+        }
+        t.add(&r, tp);
+    }
+    Ok(t)
+}
+
+/// `oracle newidle FILE...`: each file's account.
+pub fn report(files: &[PathBuf]) -> anyhow::Result<String> {
+    let mut o = String::new();
+    for f in files {
+        tally_file(f)?.render(&mut o);
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn rec(cpu: usize, pending: bool, balanced: &[usize], pulled: Option<usize>) -> NewidleRecord {
+        let topo = Topology::from_shape(2, 1, 2, 2).unwrap(); // 2 nodes, 2 cores x 2 threads each
+        NewidleRecord {
+            topology: TopologyInput::from_topology(&topo),
+            release: "test".into(),
+            cpu,
+            ret: pulled.is_some() as i32,
+            ttwu_pending: pending,
+            overloaded: Some(true),
+            avg_idle: 1_000_000,
+            max_newidle_lb_cost: vec![1000, 2000, 3000],
+            balanced_domains: balanced.to_vec(),
+            nr_pulled: pulled.is_some() as u32,
+            pulled: pulled.map(|from| PulledTask { pid: 7, from }),
+            cpus: vec![NewidleCpu::default(); 8],
+            ..NewidleRecord::default()
+        }
+    }
+
+    fn tally(recs: &[NewidleRecord]) -> (NewidleTally, String) {
+        let dir = std::env::temp_dir().join(format!("wakelab-newidle-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let path = dir.join(format!("t{}.jsonl", N.fetch_add(1, Ordering::Relaxed)));
+        let text: String = recs.iter().map(|r| r.to_json_line() + "\n").collect();
+        std::fs::write(&path, text).unwrap();
+        let t = tally_file(&path).unwrap();
+        let mut o = String::new();
+        t.render(&mut o);
+        std::fs::remove_file(&path).unwrap();
+        (t, o)
+    }
+
+    #[test]
+    fn balances_are_counted_by_outcome_and_origin() {
+        let (t, text) = tally(&[
+            rec(0, true, &[], None),      // seed 2's skip
+            rec(0, true, &[0, 1], None),  // balanced although pending (v5.10)
+            rec(0, false, &[1], Some(2)), // pulled within the LLC, in its second domain
+            rec(0, false, &[0], Some(1)), // from its SMT sibling
+            rec(0, false, &[0, 1, 2], Some(5)),
+        ]);
+        assert_eq!((t.balances, t.pending, t.pending_balanced), (5, 2, 1));
+        assert_eq!(t.pending_gates_open, 2);
+        assert_eq!((t.balanced, t.pulled), (4, 3));
+        assert_eq!(t.by_first_domain.get(&0), Some(&3));
+        assert_eq!(t.by_first_domain.get(&1), Some(&1));
+        assert_eq!(t.pulled_from.get("its SMT sibling"), Some(&1));
+        assert_eq!(t.pulled_from.get("its LLC"), Some(&1));
+        assert_eq!(t.pulled_from.get("another node"), Some(&1));
+        assert!(text.contains("5 newly-idle balances (test)"), "{text}");
+        assert!(
+            text.contains(
+                "entered with a wake-up pending             2 (40.0%); the other gates open 2, \
+                 balanced 1"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_other_gates_are_the_recorded_kernels() {
+        let t = NewidleTally::default();
+        let mut r = rec(0, true, &[], None);
+        r.avg_idle = 200_000; // above the innermost domain's cost, below 500 us
+        assert!(t.gates_open(&r));
+        r.release = "5.10.0-32-amd64".into();
+        assert!(
+            !t.gates_open(&r),
+            "v5.10 wants 500 us of expected idle time"
+        );
+        r.avg_idle = 600_000;
+        assert!(t.gates_open(&r));
+        r.overloaded = Some(false);
+        assert!(!t.gates_open(&r));
+        r.overloaded = Some(true);
+        r.max_newidle_lb_cost = vec![700_000];
+        assert!(!t.gates_open(&r));
+    }
+
+    #[test]
+    fn the_largest_numbers_are_counted_not_refused() {
+        let mut r = rec(1, true, &[usize::MAX], Some(0));
+        (r.now_ns, r.avg_idle, r.seq) = (u64::MAX, u64::MAX, u64::MAX);
+        r.max_newidle_lb_cost = vec![u64::MAX; 64];
+        (r.nr_pulled, r.ret) = (u32::MAX, i32::MIN);
+        let (t, _) = tally(&[r]);
+        assert_eq!((t.balances, t.pending_gates_open, t.balanced), (1, 1, 1));
+        assert_eq!(t.by_first_domain.get(&usize::MAX), Some(&1));
+    }
+
+    #[test]
+    fn a_cpu_beyond_the_topology_is_refused() {
+        let dir = std::env::temp_dir().join(format!("wakelab-newidle-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.jsonl");
+        std::fs::write(&path, rec(0, false, &[0], Some(9)).to_json_line() + "\n").unwrap();
+        let e = tally_file(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("bad.jsonl:1: a CPU beyond the topology's 8"),
+            "{e}"
+        );
+        std::fs::write(&path, "{\"seq\": 1}\n").unwrap();
+        let e = tally_file(&path).unwrap_err().to_string();
+        assert!(e.contains("bad.jsonl:1: missing field"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
