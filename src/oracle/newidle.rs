@@ -73,6 +73,20 @@ pub struct NewidleCpu {
     pub ttwu_pending: bool,
 }
 
+impl NewidleCpu {
+    /// The part of a placement record's CPU that a newly-idle record keeps.
+    pub fn of(c: &super::SampleCpu) -> Self {
+        NewidleCpu {
+            nr_running: c.nr_running,
+            nr_delayed: c.nr_delayed,
+            load_avg: c.load_avg,
+            util_avg: c.util_avg,
+            curr_is_idle: c.curr_is_idle,
+            ttwu_pending: c.ttwu_pending,
+        }
+    }
+}
+
 impl NewidleRecord {
     pub fn to_json_line(&self) -> String {
         serde_json::to_string(self).expect("newly-idle records serialise")
@@ -159,56 +173,47 @@ impl NewidleTally {
     }
 
     pub fn render(&self, o: &mut String) {
-        let pct = |n: u64| {
-            if self.balances == 0 {
+        let b = self.balances;
+        let _ = writeln!(
+            o,
+            "{}: {b} newly-idle balances ({})",
+            self.file, self.release
+        );
+        // One outcome: its count and its share of all balances, then what follows it.
+        let mut row = |label: &str, n: u64, rest: &str| {
+            let pct = if b == 0 {
                 0.0
             } else {
-                100.0 * n as f64 / self.balances as f64
-            }
+                100.0 * n as f64 / b as f64
+            };
+            let _ = writeln!(o, "  {label:<36}{n:>8} ({pct:.1}%){rest}");
         };
-        let _ = writeln!(
-            o,
-            "{}: {} newly-idle balances ({})",
-            self.file, self.balances, self.release
-        );
-        let _ = writeln!(
-            o,
-            "  entered with a wake-up pending      {:>8} ({:.1}%); the other gates open {}, balanced {}",
+        row(
+            "entered with a wake-up pending",
             self.pending,
-            pct(self.pending),
-            self.pending_gates_open,
-            self.pending_balanced
+            &format!(
+                "; the other gates open {}, balanced {}",
+                self.pending_gates_open, self.pending_balanced
+            ),
         );
-        let _ = writeln!(
-            o,
-            "  root domain not overloaded          {:>8} ({:.1}%)",
-            self.not_overloaded,
-            pct(self.not_overloaded)
-        );
-        let _ = writeln!(
-            o,
-            "  balanced in a domain                {:>8} ({:.1}%)",
+        row("root domain not overloaded", self.not_overloaded, "");
+        // The lines under an outcome: a count per kind, labels padded to one column.
+        fn under<K: std::fmt::Display>(m: &BTreeMap<K, u64>, label: &str) -> String {
+            m.iter()
+                .map(|(k, n)| format!("\n    {:<34}{n:>8}", format!("{label}{k}")))
+                .collect()
+        }
+        row(
+            "balanced in a domain",
             self.balanced,
-            pct(self.balanced)
+            &under(&self.by_first_domain, "first in domain "),
         );
-        for (d, n) in &self.by_first_domain {
-            let _ = writeln!(o, "    first in domain {d}                 {n:>8}");
-        }
-        let _ = writeln!(
-            o,
-            "  pulled a task                       {:>8} ({:.1}%)",
+        row(
+            "pulled a task",
             self.pulled,
-            pct(self.pulled)
+            &under(&self.pulled_from, "from "),
         );
-        for (from, n) in &self.pulled_from {
-            let _ = writeln!(o, "    from {from:<29}{n:>8}");
-        }
-        let _ = writeln!(
-            o,
-            "  a fair task arrived, none pulled    {:>8} ({:.1}%)",
-            self.arrived,
-            pct(self.arrived)
-        );
+        row("a fair task arrived, none pulled", self.arrived, "");
     }
 }
 

@@ -138,25 +138,59 @@ fn task_of(t: &intf::oracle_task) -> SampleTask {
     }
 }
 
-/// One ring entry as a [`Sample`]; `None` if it is not a whole record.  BPF sends only the
-/// `nr_cpus` CPU entries it filled.
-fn parse(data: &[u8]) -> Option<Sample> {
-    let full = std::mem::size_of::<intf::oracle_record>();
+/// A ring entry as the struct `T`, whose last member is `cpus[ORACLE_MAX_CPUS]`, of which
+/// BPF sends only the `filled(&T)` it filled; `None` if it is not a whole one.
+fn whole<T: Copy>(data: &[u8], filled: impl Fn(&T) -> usize) -> Option<T> {
+    let full = std::mem::size_of::<T>();
     let per_cpu = std::mem::size_of::<intf::oracle_cpu>();
-    let head = full - per_cpu * intf::oracle_consts_ORACLE_MAX_CPUS as usize;
+    let max = intf::oracle_consts_ORACLE_MAX_CPUS as usize;
+    let head = full - per_cpu * max;
     if data.len() < head || data.len() > full {
         return None;
     }
     let mut bytes = vec![0u8; full];
     bytes[..data.len()].copy_from_slice(data);
-    // SAFETY: `bytes` holds a whole record (zero-filled beyond what BPF sent); it may be
-    // unaligned for the struct, hence read_unaligned.
-    let r: intf::oracle_record =
-        unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const intf::oracle_record) };
-    let n = (r.nr_cpus as usize).min(r.cpus.len());
-    if data.len() < head + n * per_cpu {
-        return None;
+    // SAFETY: `bytes` holds a whole `T` (zero-filled beyond what BPF sent), a plain C
+    // struct of integers; it may be unaligned for it, hence read_unaligned.
+    let r: T = unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const T) };
+    (data.len() >= head + filled(&r).min(max) * per_cpu).then_some(r)
+}
+
+/// What a record says of one CPU.
+fn cpu_of(c: &intf::oracle_cpu) -> SampleCpu {
+    SampleCpu {
+        load_avg: c.load_avg,
+        util_avg: c.util_avg,
+        est_load_avg: c.est_load_avg,
+        est_util_avg: c.est_util_avg,
+        avg_idle: c.avg_idle,
+        nr_running: c.nr_running,
+        nr_delayed: c.nr_delayed,
+        nr_sched_idle: c.nr_sched_idle,
+        util_est: c.util_est,
+        runnable_avg: c.runnable_avg,
+        idle_stamp: c.idle_stamp,
+        h_load: (c.h_load != intf::ORACLE_UNKNOWN as u64)
+            .then_some((c.h_load, c.last_h_load_update)),
+        capacity: c.capacity,
+        curr_is_idle: c.curr_is_idle != 0,
+        ttwu_pending: c.ttwu_pending != 0,
+        llc: SampleLlc {
+            has_idle_cores: match c.has_idle_cores {
+                0 => Some(false),
+                1 => Some(true),
+                _ => None,
+            },
+            avg_scan_cost: c.avg_scan_cost,
+            nr_idle_scan: (c.nr_idle_scan != intf::ORACLE_UNKNOWN).then_some(c.nr_idle_scan),
+        },
     }
+}
+
+/// One ring entry as a [`Sample`]; `None` if it is not a whole record.
+fn parse(data: &[u8]) -> Option<Sample> {
+    let r: intf::oracle_record = whole(data, |r: &intf::oracle_record| r.nr_cpus as usize)?;
+    let n = (r.nr_cpus as usize).min(r.cpus.len());
     Some(Sample {
         now_ns: r.now_ns,
         jiffies: r.jiffies,
@@ -167,37 +201,7 @@ fn parse(data: &[u8]) -> Option<Sample> {
         chosen_cpu: r.chosen_cpu,
         wake_flags: r.wake_flags,
         context: r.context,
-        cpus: r.cpus[..n]
-            .iter()
-            .map(|c| SampleCpu {
-                load_avg: c.load_avg,
-                util_avg: c.util_avg,
-                est_load_avg: c.est_load_avg,
-                est_util_avg: c.est_util_avg,
-                avg_idle: c.avg_idle,
-                nr_running: c.nr_running,
-                nr_delayed: c.nr_delayed,
-                nr_sched_idle: c.nr_sched_idle,
-                util_est: c.util_est,
-                runnable_avg: c.runnable_avg,
-                idle_stamp: c.idle_stamp,
-                h_load: (c.h_load != intf::ORACLE_UNKNOWN as u64)
-                    .then_some((c.h_load, c.last_h_load_update)),
-                capacity: c.capacity,
-                curr_is_idle: c.curr_is_idle != 0,
-                ttwu_pending: c.ttwu_pending != 0,
-                llc: SampleLlc {
-                    has_idle_cores: match c.has_idle_cores {
-                        0 => Some(false),
-                        1 => Some(true),
-                        _ => None,
-                    },
-                    avg_scan_cost: c.avg_scan_cost,
-                    nr_idle_scan: (c.nr_idle_scan != intf::ORACLE_UNKNOWN)
-                        .then_some(c.nr_idle_scan),
-                },
-            })
-            .collect(),
+        cpus: r.cpus[..n].iter().map(cpu_of).collect(),
         changed_cpus: r.changed_cpus,
     })
 }
@@ -205,22 +209,9 @@ fn parse(data: &[u8]) -> Option<Sample> {
 /// One newly-idle ring entry as a record (topology, release and sequence number are the
 /// writer's); `None` if it is not a whole one.
 fn parse_newidle(data: &[u8]) -> Option<NewidleRecord> {
-    let full = std::mem::size_of::<intf::oracle_newidle>();
-    let per_cpu = std::mem::size_of::<intf::oracle_cpu>();
-    let head = full - per_cpu * intf::oracle_consts_ORACLE_MAX_CPUS as usize;
-    if data.len() < head || data.len() > full {
-        return None;
-    }
-    let mut bytes = vec![0u8; full];
-    bytes[..data.len()].copy_from_slice(data);
-    // SAFETY: as in parse(): a whole record, zero-filled beyond what BPF sent.
-    let r: intf::oracle_newidle =
-        unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const intf::oracle_newidle) };
+    let r: intf::oracle_newidle = whole(data, |r: &intf::oracle_newidle| r.nr_cpus as usize)?;
     let n = (r.nr_cpus as usize).min(r.cpus.len());
     let domains = (r.nr_domains as usize).min(r.max_newidle_lb_cost.len());
-    if data.len() < head + n * per_cpu {
-        return None;
-    }
     Some(NewidleRecord {
         now_ns: r.now_ns,
         cpu: r.cpu as usize,
@@ -239,14 +230,7 @@ fn parse_newidle(data: &[u8]) -> Option<NewidleRecord> {
         }),
         cpus: r.cpus[..n]
             .iter()
-            .map(|c| NewidleCpu {
-                nr_running: c.nr_running,
-                nr_delayed: c.nr_delayed,
-                load_avg: c.load_avg,
-                util_avg: c.util_avg,
-                curr_is_idle: c.curr_is_idle != 0,
-                ttwu_pending: c.ttwu_pending != 0,
-            })
+            .map(|c| NewidleCpu::of(&cpu_of(c)))
             .collect(),
         ..NewidleRecord::default()
     })
@@ -540,6 +524,12 @@ struct Batch {
 
 type Batches = SyncSender<Batch>;
 
+/// One ring entry, of either ring.
+enum Entry {
+    Placement(Sample),
+    Newidle(NewidleRecord),
+}
+
 /// What the writer wrote, and how many placements could not become a record.
 #[derive(Default)]
 struct Written {
@@ -606,23 +596,23 @@ fn drain(skel: &skel::OracleSkel<'_>, target: &Target, seconds: u64, tx: Batches
     let inbox: Rc<RefCell<Batch>> = Default::default();
     let unreadable = Rc::new(Cell::new(0u64));
     let mut rbb = libbpf_rs::RingBufferBuilder::new();
-    let (sink_in, bad) = (inbox.clone(), unreadable.clone());
-    rbb.add(&skel.maps.records, move |data: &[u8]| {
-        match parse(data) {
-            Some(s) => sink_in.borrow_mut().placements.push(s),
-            None => bad.set(bad.get() + 1),
-        }
-        0
-    })?;
-    if target.newidle {
+    // Each ring's entries parsed into their list of the inbox; what is no whole record
+    // counted as unreadable.
+    let mut tap = |map, parse: fn(&[u8]) -> Option<Entry>| -> Result<()> {
         let (sink_in, bad) = (inbox.clone(), unreadable.clone());
-        rbb.add(&skel.maps.newidle, move |data: &[u8]| {
-            match parse_newidle(data) {
-                Some(r) => sink_in.borrow_mut().newidle.push(r),
+        rbb.add(map, move |data: &[u8]| {
+            match parse(data) {
+                Some(Entry::Placement(s)) => sink_in.borrow_mut().placements.push(s),
+                Some(Entry::Newidle(r)) => sink_in.borrow_mut().newidle.push(r),
                 None => bad.set(bad.get() + 1),
             }
             0
         })?;
+        Ok(())
+    };
+    tap(&skel.maps.records, |d| parse(d).map(Entry::Placement))?;
+    if target.newidle {
+        tap(&skel.maps.newidle, |d| parse_newidle(d).map(Entry::Newidle))?;
     }
     let ring = rbb.build()?;
     let stop = Arc::new(AtomicBool::new(false));
