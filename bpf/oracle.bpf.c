@@ -35,6 +35,11 @@
  * are the kernel's (cfs_rq->load.weight, cfs_rq->curr, se->on_rq): what is
  * measured is the arithmetic and the moments of update, not a count of
  * tasks.
+ *
+ * With `oracle record --newidle`, the newly-idle balance too (struct
+ * oracle_newidle, its own ring; programs loaded only then): its entry and
+ * exit, the load balancing it runs per domain, the tasks it pulls (last
+ * section of this file).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -735,9 +740,25 @@ static u64 changed_since_entry(struct oracle_record *r)
 	return mask;
 }
 
+/*
+ * Sends record r (a struct whose last member is cpus[ORACLE_MAX_CPUS]) with
+ * only the CPUs it describes: 8 CPUs make a placement record of ~0.6 KiB,
+ * not 3.6. Counts it in *sent, or in *lost when the ring is full.
+ */
+#define SUBMIT(ring, r, sent, lost)						\
+	do {									\
+		u64 __size = sizeof(*(r)) - sizeof((r)->cpus) +			\
+			     (r)->nr_cpus * sizeof((r)->cpus[0]);		\
+		if (__size > sizeof(*(r)))					\
+			__size = sizeof(*(r));					\
+		if (bpf_ringbuf_output(ring, r, __size, 0))			\
+			__sync_fetch_and_add(lost, 1);				\
+		else								\
+			__sync_fetch_and_add(sent, 1);				\
+	} while (0)
+
 static __always_inline int leave(int chosen)
 {
-	u64 size;
 	u32 zero = 0;
 	struct oracle_record *r = bpf_map_lookup_elem(&scratch, &zero);
 	u32 *on = bpf_map_lookup_elem(&armed, &zero);
@@ -751,14 +772,7 @@ static __always_inline int leave(int chosen)
 	*on = 0;
 	r->chosen_cpu = chosen;
 	r->changed_cpus = changed_since_entry(r);
-	/* Only the CPUs described: 8 CPUs make a record of ~0.6 KiB, not 3.6. */
-	size = sizeof(*r) - sizeof(r->cpus) + r->nr_cpus * sizeof(r->cpus[0]);
-	if (size > sizeof(*r))
-		size = sizeof(*r);
-	if (bpf_ringbuf_output(&records, r, size, 0))
-		__sync_fetch_and_add(&nr_ring_full, 1);
-	else
-		__sync_fetch_and_add(&nr_records, 1);
+	SUBMIT(&records, r, &nr_records, &nr_ring_full);
 	return 0;
 }
 
@@ -907,45 +921,30 @@ static __always_inline int newidle_leave(int ret)
 {
 	struct oracle_newidle *r = newidle_in_progress();
 	u32 zero = 0, *on = bpf_map_lookup_elem(&newidle_armed, &zero);
-	u64 size;
 
 	if (!r || !on)
 		return 0;
 	*on = 0;
 	r->ret = ret;
-	size = sizeof(*r) - sizeof(r->cpus) + r->nr_cpus * sizeof(r->cpus[0]);
-	if (size > sizeof(*r))
-		size = sizeof(*r);
-	if (bpf_ringbuf_output(&newidle, r, size, 0))
-		__sync_fetch_and_add(&nr_newidle_ring_full, 1);
-	else
-		__sync_fetch_and_add(&nr_newidle, 1);
+	SUBMIT(&newidle, r, &nr_newidle, &nr_newidle_ring_full);
 	return 0;
 }
 
-SEC("fentry/newidle_balance")
-int BPF_PROG(newidle_enter_old, struct rq *rq, struct rq_flags *rf)
-{
-	return newidle_enter(rq);
-}
+/* The balance under either of its names: newidle_balance() to v6.9, sched_balance_newidle() after. */
+#define NEWIDLE_HOOKS(fn, name)							\
+	SEC("fentry/" #fn)							\
+	int BPF_PROG(newidle_enter_##name, struct rq *rq, struct rq_flags *rf)	\
+	{									\
+		return newidle_enter(rq);					\
+	}									\
+	SEC("fexit/" #fn)							\
+	int BPF_PROG(newidle_exit_##name, struct rq *rq, struct rq_flags *rf, int ret) \
+	{									\
+		return newidle_leave(ret);					\
+	}
 
-SEC("fexit/newidle_balance")
-int BPF_PROG(newidle_exit_old, struct rq *rq, struct rq_flags *rf, int ret)
-{
-	return newidle_leave(ret);
-}
-
-SEC("fentry/sched_balance_newidle")
-int BPF_PROG(newidle_enter_new, struct rq *rq, struct rq_flags *rf)
-{
-	return newidle_enter(rq);
-}
-
-SEC("fexit/sched_balance_newidle")
-int BPF_PROG(newidle_exit_new, struct rq *rq, struct rq_flags *rf, int ret)
-{
-	return newidle_leave(ret);
-}
+NEWIDLE_HOOKS(newidle_balance, old)
+NEWIDLE_HOOKS(sched_balance_newidle, new)
 
 /*
  * Where sched_balance_newidle() is inlined (7.2 has it only inside

@@ -1,15 +1,15 @@
-//! `explain`, `sim` and `oracle compare` without the scheduler: the same commands as
-//! `scx_wakelab explain`, `sim` and `oracle compare`, in a binary that does not link
-//! scx_rustland_core and so runs on the system allocator instead of its fixed, locked
-//! 64 MiB heap (which a 256-CPU `sim` outgrows). `scx_wakelab` hands these commands to this
-//! binary when it is installed beside it (src/offline.rs); users need not call it by name.
+//! `explain`, `sim`, `oracle compare` and `oracle newidle` without the scheduler: the same
+//! commands as `scx_wakelab`'s, in a binary that does not link scx_rustland_core and so
+//! runs on the system allocator instead of its fixed, locked 64 MiB heap (which a 256-CPU
+//! `sim` outgrows). `scx_wakelab` hands these commands to this binary when it is installed
+//! beside it (src/offline.rs); users need not call it by name.
 //! `oracle record` loads BPF and is refused here (scx_wakelab runs it).
 
 use clap::Parser;
 use scx_wakelab::exit;
 
 #[derive(Debug, Parser)]
-#[command(name = "scx_wakelab", version, about = "scx_wakelab's offline commands (explain, sim, oracle compare) on the system allocator",
+#[command(name = "scx_wakelab", version, about = "scx_wakelab's offline commands (explain, sim, oracle compare and newidle) on the system allocator",
           after_help = exit::EXIT_CODES)]
 struct Offline {
     #[command(subcommand)]

@@ -11,6 +11,8 @@
 //! hits, the sync shortcut, delayed sleepers).  `--inputs live` replays with the inputs the
 //! live agent would have had ([`fidelity::live_view`]); `--discriminate` replays with other
 //! kernels' presets too, to show whether the agreement tells versions apart.
+//! `oracle record --newidle FILE` also records the kernel's newly-idle balances, which
+//! `oracle newidle` counts ([`newidle`]).
 //!
 //! This file is the pure half: the record as plain numbers ([`Sample`]), its conversion
 //! into a trace line, and the comparison; it reads no BPF and no system state.  Recording

@@ -325,13 +325,9 @@ RECORD = {"seq": 0, "topology": {"shape": "1x1x4x1"}, "policy": {"preset": "main
           "estimated": {"cpu_load": [1024, 1024, 0, 1024], "cpu_util": [0, 0, 0, 0], "task_load": 1024}}
 
 
-# A newly-idle record (src/oracle/newidle.rs): CPU 2 pulled from CPU 0, with a wake-up pending.
-NEWIDLE_RECORD = {"seq": 0, "topology": {"shape": "1x1x4x1"}, "release": "5.10.0-32-amd64", "now_ns": 1,
-                  "cpu": 2, "ret": 1, "ttwu_pending": True, "overloaded": True, "avg_idle": 900000,
-                  "max_newidle_lb_cost": [1000], "balanced_domains": [0], "nr_pulled": 1,
-                  "pulled": {"pid": 9, "from": 0},
-                  "cpus": [{"nr_running": 2, "nr_delayed": 0, "load_avg": 2048, "util_avg": 900,
-                            "curr_is_idle": False, "ttwu_pending": False}] * 4}
+# bad-input's newly-idle record (CPU 2 pulled from CPU 0), on 5.10 with a wake-up pending.
+NEWIDLE_RECORD = dict(runlib.load_script(ROOT / "tools" / "bad-input", "bad_input").NEWIDLE_RECORD,
+                      release="5.10.0-32-amd64", ttwu_pending=True)
 
 
 @unittest.skipUnless(binary(), "no built scx_wakelab (cargo build --release)")
