@@ -298,7 +298,10 @@ pub const MAX_DERIVED_CANDIDATES: u64 = crate::json_limits::MAX_ARRAY_LEN as u64
 
 /// One candidate per waiting task of every CPU with two or more runnable tasks; refused,
 /// before any is made, when that is more than [`MAX_DERIVED_CANDIDATES`].
-fn derived_candidates(cpus: &[CpuSnapshot], cfg: &Config) -> Result<Vec<PullCandidate>, String> {
+pub(crate) fn derived_candidates(
+    cpus: &[CpuSnapshot],
+    cfg: &Config,
+) -> Result<Vec<PullCandidate>, String> {
     let runnable = |s: &CpuSnapshot| {
         let delayed = if cfg.delayed_dequeue {
             s.nr_delayed.min(s.nr_running)

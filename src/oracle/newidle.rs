@@ -7,8 +7,12 @@
 //! expected idle time (`avg_idle` against the domains' `max_newidle_lb_cost`), domain by
 //! domain, innermost first, until a task arrives.  One record per call: the gates'
 //! inputs on entry, every CPU's state, and what came of it (which domains it balanced,
-//! which task it pulled from where, what it returned).  The engine's replay of these
-//! records is still to come; this module only reads them.
+//! which task it pulled from where, what it returned).  Beside the account, each record
+//! is replayed through the engine's newly-idle rules (`Engine::newidle_pull`, with the
+//! recorded kernel's preset and candidates derived from the CPUs' `nr_running`), against
+//! never pulling: those rules model none of the kernel's gates yet (the overload flag,
+//! `avg_idle` against the domains' costs, the random skip), and this says how far that
+//! leaves them.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -16,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{Topology, TopologyInput};
+use crate::policy::{Config, CpuSnapshot, Engine, Topology, TopologyInput};
 
 /// One newly-idle balance (`struct oracle_newidle` in bpf/oracle.h), as a JSON line.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -74,6 +78,16 @@ pub struct NewidleCpu {
 }
 
 impl NewidleCpu {
+    /// As the engine reads a CPU: what the record has, the rest unset.
+    fn snapshot(&self) -> CpuSnapshot {
+        let mut s = CpuSnapshot::default();
+        (s.idle, s.nr_running, s.ttwu_pending) =
+            (self.curr_is_idle, self.nr_running, self.ttwu_pending);
+        (s.nr_delayed, s.load) = (self.nr_delayed.min(self.nr_running), self.load_avg);
+        s.util = super::util_u32(self.util_avg);
+        s
+    }
+
     /// The part of a placement record's CPU that a newly-idle record keeps.
     pub fn of(c: &super::SampleCpu) -> Self {
         NewidleCpu {
@@ -127,6 +141,14 @@ pub struct NewidleTally {
     pub pulled_from: BTreeMap<&'static str, u64>,
     /// Returned a fair task without pulling one: a wake-up arrived meanwhile.
     pub arrived: u64,
+    /// The engine's replay: the preset, and how often it pulled from the kernel's source
+    /// CPU (or, like the kernel, pulled nothing), overall and where the kernel pulled;
+    /// never pulling beside it.
+    pub preset: &'static str,
+    pub engine_agrees: u64,
+    pub engine_pulls: u64,
+    pub engine_agrees_on_pulls: u64,
+    pub never_pull_agrees: u64,
 }
 
 /// v5.10's first gate: `avg_idle < sysctl_sched_migration_cost` (500 us by default) ends the
@@ -144,7 +166,35 @@ impl NewidleTally {
             && (!v510 || r.avg_idle >= MIGRATION_COST_NS)
     }
 
-    fn add(&mut self, r: &NewidleRecord, topo: &Topology) {
+    /// The engine's newly-idle decision on `r`'s CPUs: the CPU it pulls from, if any.
+    fn engine_pulls_from(
+        r: &NewidleRecord,
+        topo: &Topology,
+        cfg: &Config,
+    ) -> Result<Option<usize>, String> {
+        let cpus: Vec<CpuSnapshot> = r.cpus.iter().map(NewidleCpu::snapshot).collect();
+        if cpus.len() != topo.nr_cpus() {
+            return Err(format!(
+                "{} CPUs described, the topology has {}",
+                cpus.len(),
+                topo.nr_cpus()
+            ));
+        }
+        let candidates = crate::explain::scenario::derived_candidates(&cpus, cfg)?;
+        let mut engine = Engine::new(topo.clone(), *cfg).map_err(|e| e.to_string())?;
+        Ok(engine
+            .newidle_pull(r.cpu, &cpus, &candidates)
+            .pulled
+            .map(|p| p.src_cpu))
+    }
+
+    fn add(&mut self, r: &NewidleRecord, topo: &Topology, cfg: &Config) -> Result<(), String> {
+        let engine = Self::engine_pulls_from(r, topo, cfg)?;
+        let kernel = r.pulled.map(|p| p.from);
+        self.engine_agrees += (engine == kernel) as u64;
+        self.engine_pulls += engine.is_some() as u64;
+        self.never_pull_agrees += kernel.is_none() as u64;
+        self.engine_agrees_on_pulls += (kernel.is_some() && engine == kernel) as u64;
         self.balances += 1;
         let balanced = !r.balanced_domains.is_empty();
         if r.ttwu_pending {
@@ -170,6 +220,7 @@ impl NewidleTally {
             None if r.ret > 0 => self.arrived += 1,
             None => {}
         }
+        Ok(())
     }
 
     pub fn render(&self, o: &mut String) {
@@ -214,6 +265,27 @@ impl NewidleTally {
             &under(&self.pulled_from, "from "),
         );
         row("a fair task arrived, none pulled", self.arrived, "");
+        let pct = |n: u64, of: u64| {
+            if of == 0 {
+                0.0
+            } else {
+                100.0 * n as f64 / of as f64
+            }
+        };
+        let _ = writeln!(
+            o,
+            "  engine ({}), whether and whence to pull: agrees {} of {b} ({:.1}%), never pulling {} ({:.1}%); \
+             where the kernel pulled {} of {} ({:.1}%); the engine pulled {} times",
+            self.preset,
+            self.engine_agrees,
+            pct(self.engine_agrees, b),
+            self.never_pull_agrees,
+            pct(self.never_pull_agrees, b),
+            self.engine_agrees_on_pulls,
+            self.pulled,
+            pct(self.engine_agrees_on_pulls, self.pulled),
+            self.engine_pulls
+        );
     }
 }
 
@@ -231,6 +303,7 @@ pub fn tally_file(path: &Path) -> anyhow::Result<NewidleTally> {
         ..NewidleTally::default()
     };
     let mut topo: Option<(TopologyInput, Topology)> = None;
+    let mut cfg: Option<Config> = None;
     let (mut buf, mut lineno) = (Vec::new(), 0usize);
     while let Some(complete) = next_line(&mut reader, &mut buf)
         .map_err(|e| crate::exit::BadInput(format!("{name}: after line {lineno}: {e}")))?
@@ -266,10 +339,13 @@ pub fn tally_file(path: &Path) -> anyhow::Result<NewidleTally> {
         if r.cpu >= n || r.pulled.is_some_and(|p| p.from >= n) {
             return Err(bad(format!("a CPU beyond the topology's {n}")).into());
         }
-        if t.release.is_empty() {
+        if cfg.is_none() {
             t.release = r.release.clone();
+            t.preset = super::preset_for_release(&r.release).0;
+            cfg = Some(Config::from_preset(t.preset).map_err(|e| bad(e.to_string()))?);
         }
-        t.add(&r, tp);
+        t.add(&r, tp, cfg.as_ref().expect("set above"))
+            .map_err(bad)?;
     }
     Ok(t)
 }
@@ -292,7 +368,7 @@ mod tests {
         let topo = Topology::from_shape(2, 1, 2, 2).unwrap(); // 2 nodes, 2 cores x 2 threads each
         NewidleRecord {
             topology: TopologyInput::from_topology(&topo),
-            release: "test".into(),
+            release: "7.2.13".into(),
             cpu,
             ret: pulled.is_some() as i32,
             ttwu_pending: pending,
@@ -338,11 +414,43 @@ mod tests {
         assert_eq!(t.pulled_from.get("its SMT sibling"), Some(&1));
         assert_eq!(t.pulled_from.get("its LLC"), Some(&1));
         assert_eq!(t.pulled_from.get("another node"), Some(&1));
-        assert!(text.contains("5 newly-idle balances (test)"), "{text}");
+        assert!(text.contains("5 newly-idle balances (7.2.13)"), "{text}");
         assert!(
             text.contains(
                 "entered with a wake-up pending             2 (40.0%); the other gates open 2, \
                  balanced 1"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_engine_replays_each_balance_beside_never_pulling() {
+        // Nothing queued anywhere: the engine pulls nothing, agreeing where the kernel did not.
+        let (t, _) = tally(&[rec(0, false, &[], None), rec(0, false, &[0], Some(1))]);
+        assert_eq!(
+            (t.preset, t.engine_agrees, t.never_pull_agrees),
+            ("mainline", 1, 1)
+        );
+        assert_eq!((t.engine_pulls, t.engine_agrees_on_pulls), (0, 0));
+        // CPU 2 (the balancing CPU's LLC) runs three: the engine pulls from it, as the
+        // kernel did in the first record and not in the second.
+        let busy = |mut r: NewidleRecord| {
+            r.cpus[2].nr_running = 3;
+            r
+        };
+        let (t, text) = tally(&[
+            busy(rec(0, false, &[0], Some(2))),
+            busy(rec(0, false, &[], None)),
+        ]);
+        assert_eq!(
+            (t.engine_agrees, t.engine_pulls, t.engine_agrees_on_pulls),
+            (1, 2, 1)
+        );
+        assert!(
+            text.contains(
+                "engine (mainline), whether and whence to pull: agrees 1 of 2 (50.0%), never \
+                 pulling 1 (50.0%); where the kernel pulled 1 of 1 (100.0%); the engine pulled 2 times"
             ),
             "{text}"
         );

@@ -89,7 +89,9 @@ def newidle_output(w, pending_balanced=0, release="7.2.13+deb14-amd64"):
             "    first in domain 0                       60",
             "  pulled a task                             20 (4.0%)",
             "    from its LLC                            20",
-            "  a fair task arrived, none pulled           1 (0.2%)"]
+            "  a fair task arrived, none pulled           1 (0.2%)",
+            "  engine (mainline), whether and whence to pull: agrees 450 of 500 (90.0%), never pulling 480 "
+            "(96.0%); where the kernel pulled 5 of 20 (25.0%); the engine pulled 40 times"]
 
 
 def guest_output(workloads=("hackbench-pipes", "tbench"), stand_ins=(), release="7.2.13+deb14-amd64",
@@ -134,7 +136,8 @@ class Parse(unittest.TestCase):
         # The newly-idle account comes last, apart from the live replay's.
         self.assertEqual(r["newidle"], {"balances": 500, "pending": 10, "pending_open": 4,
                                         "pending_balanced": 0, "not_overloaded": 400,
-                                        "balanced": 60, "pulled": 20})
+                                        "balanced": 60, "pulled": 20, "engine_agrees": 450,
+                                        "never_pull": 480, "engine_on_pulls": 5})
         self.assertEqual(r["inputs"]["live"]["agree"], 88)
         self.assertIn("# oracle newidle", r["text"])
 
@@ -289,7 +292,7 @@ class Main(unittest.TestCase):
             self.assertIn(heading, doc)
         self.assertIn("CHECK PASS oracle_newidle_sid 7.2.13+deb14-amd64: 1000 newly-idle balances;", out)
         self.assertIn("| 7.2.13+deb14-amd64 | tbench | 500 | 400 (80.0%) | 60 (12.0%) | 20 (4.0%) | 10 (2.0%) "
-                      "| 4 | 0 |", doc)
+                      "| 4 | 0 | 450 (90.0%) | 480 (96.0%) | 5 (25.0%) |", doc)
         # tbench's records alone: cpu_load alone 90 of 100 against the kernel inputs' 95, and
         # on the 20 that left prev 12 against 17; all but it 93 against the live inputs' 88.
         self.assertIn("| 7.2.13+deb14-amd64 | kernel inputs | 95.0% of 100 | | 85.0% of 20 | |", doc)
@@ -340,9 +343,12 @@ class AgainstTheBinary(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stderr)
             _, res, _ = run.parse("\n".join(["ORACLE-BEGIN w record-rc=0", "ORACLE-NEWIDLE"]
                                              + p.stdout.splitlines() + ["ORACLE-END w"]))
+        # Every CPU runs two: the engine pulls from CPU 0 (the LLC's busiest, then the
+        # lowest), as the kernel did.
         self.assertEqual(res["w"]["newidle"], {"balances": 3, "pending": 3, "pending_open": 3,
                                                "pending_balanced": 3, "not_overloaded": 0,
-                                               "balanced": 3, "pulled": 3})
+                                               "balanced": 3, "pulled": 3, "engine_agrees": 3,
+                                               "never_pull": 0, "engine_on_pulls": 3})
 
     def test_the_patterns_match_what_oracle_compare_prints(self):
         with tempfile.TemporaryDirectory() as d:
