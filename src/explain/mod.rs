@@ -1150,6 +1150,58 @@ pub fn for_each_replayed<R: BufRead>(
     )
 }
 
+/// Every record of a JSON-lines file of `T`s, in order, to `each(line number, record)`,
+/// read as every trace file is: a line at most [`MAX_INPUT_BYTES`] long (`what` names its
+/// record in that error), UTF-8, a JSON object within the JSON limits; blank lines
+/// skipped.  A last line without its newline that does not parse is what a writer killed
+/// mid-record (or a full disk) leaves: it is left out, and the return value says so (1,
+/// else 0).  A malformed line anywhere else is an error naming `name` and the line; an
+/// error from `each` ends the loop with it.
+pub(crate) fn for_each_json_line<R: BufRead, T: serde::de::DeserializeOwned>(
+    r: &mut R,
+    name: &str,
+    what: &str,
+    mut each: impl FnMut(usize, T) -> anyhow::Result<()>,
+) -> anyhow::Result<usize> {
+    let mut buf = Vec::new();
+    let mut lineno = 0usize;
+    loop {
+        let complete = match next_line(r, &mut buf) {
+            Ok(Some(c)) => c,
+            Ok(None) => return Ok(0),
+            Err(e) => {
+                return Err(
+                    exit::Failed(format!("{name}: read error after line {lineno}: {e}")).into(),
+                );
+            }
+        };
+        lineno += 1;
+        if buf.len() as u64 > MAX_INPUT_BYTES {
+            return Err(exit::BadInput(format!(
+                "{name}:{lineno}: longer than the {} MiB {what} may have",
+                MAX_INPUT_BYTES >> 20
+            ))
+            .into());
+        }
+        let parsed = std::str::from_utf8(&buf)
+            .map_err(|e| format!("not UTF-8 text (byte {})", e.valid_up_to()))
+            .and_then(|line| {
+                if line.trim().is_empty() {
+                    Ok(None)
+                } else {
+                    parse_json_object::<T>(line).map(Some)
+                }
+            });
+        match parsed {
+            Ok(Some(rec)) => each(lineno, rec)?,
+            Ok(None) => {}
+            // Only the very last line may be cut short.
+            Err(_) if !complete => return Ok(1),
+            Err(e) => return Err(exit::BadInput(format!("{name}:{lineno}: {e}")).into()),
+        }
+    }
+}
+
 /// The loop under [`for_each_replayed`]: every record of a JSON-lines trace, read and
 /// checked, handed to `view` with its topology, and resolved into engine inputs, to
 /// `each(line, record as viewed, inputs)`.  `view` is where a replay may decide on other
@@ -1166,103 +1218,68 @@ pub fn for_each_resolved<R: BufRead>(
 ) -> anyhow::Result<usize> {
     let bad = |msg: String| -> anyhow::Error { exit::BadInput(msg).into() };
     let mut records = 0usize;
-    let mut skipped_at_end = 0usize;
     // Records of one run share their topology; build it once per distinct description.
     let mut last_topo: Option<(TopologyInput, Topology)> = None;
-    let mut buf = Vec::new();
-    let mut lineno = 0usize;
-    loop {
-        let complete = match next_line(&mut r, &mut buf) {
-            Ok(Some(c)) => c,
-            Ok(None) => break,
-            Err(e) => {
-                return Err(
-                    exit::Failed(format!("{name}: read error after line {lineno}: {e}")).into(),
-                );
-            }
-        };
-        lineno += 1;
-        if buf.len() as u64 > MAX_INPUT_BYTES {
-            return Err(bad(format!(
-                "{name}:{lineno}: longer than the {} MiB a trace record may have",
-                MAX_INPUT_BYTES >> 20
-            )));
-        }
-        let parsed = std::str::from_utf8(&buf)
-            .map_err(|e| format!("not UTF-8 text (byte {})", e.valid_up_to()))
-            .and_then(|line| {
-                if line.trim().is_empty() {
-                    Ok(None)
-                } else {
-                    parse_json_object::<TraceRecord>(line).map(Some)
+    let skipped_at_end = for_each_json_line(
+        &mut r,
+        name,
+        "a trace record",
+        |lineno, rec: TraceRecord| {
+            let topo = match &last_topo {
+                Some((input, t)) if *input == rec.topology => t.clone(),
+                _ => {
+                    let t = build_topology(&rec.topology, base_dir)
+                        .map_err(|e| bad(format!("{name}:{lineno}: {e}")))?;
+                    last_topo = Some((rec.topology.clone(), t.clone()));
+                    t
                 }
-            });
-        let rec = match parsed {
-            Ok(Some(rec)) => rec,
-            Ok(None) => continue,
-            Err(e) => {
-                // Only the very last line may be cut short.
-                if !complete {
-                    skipped_at_end = 1;
-                    break;
-                }
-                return Err(bad(format!("{name}:{lineno}: {e}")));
-            }
-        };
-        let topo = match &last_topo {
-            Some((input, t)) if *input == rec.topology => t.clone(),
-            _ => {
-                let t = build_topology(&rec.topology, base_dir)
-                    .map_err(|e| bad(format!("{name}:{lineno}: {e}")))?;
-                last_topo = Some((rec.topology.clone(), t.clone()));
-                t
-            }
-        };
-        let rec = view(rec, &topo);
-        for (j, r) in rec.recorded_chain.iter().enumerate() {
-            if Rule::from_name(r).is_none() {
-                return Err(bad(format!(
-                    "{name}:{lineno}: recorded_chain[{j}]: unknown rule '{r}'"
-                )));
-            }
-        }
-        let resolved = Scenario::from(&rec)
-            .resolve_on(topo, cli)
-            .map_err(|e| bad(format!("{name}:{lineno}: {e}")))?;
-        if rec.recorded_cpu >= resolved.topo.nr_cpus() {
-            return Err(bad(format!(
-                "{name}:{lineno}: recorded_cpu: CPU {} is outside the topology",
-                rec.recorded_cpu
-            )));
-        }
-        // The oracle's race tally looks these CPUs up beside the recorded and the replayed
-        // CPU: one the recorded machine does not have is a record of some other machine.
-        for (j, &c) in rec.changed_cpus.iter().flatten().enumerate() {
-            crate::policy::trace::check_cpu(
-                &format!("changed_cpus[{j}]"),
-                c,
-                resolved.topo.nr_cpus(),
-            )
-            .map_err(|e| bad(format!("{name}:{lineno}: {e}")))?;
-        }
-        // The state estimator's values describe the record's CPUs, one each.
-        if let Some(e) = &rec.estimated {
-            let nr = resolved.topo.nr_cpus();
-            for (field, len) in [
-                ("cpu_load", e.cpu_load.len()),
-                ("cpu_util", e.cpu_util.len()),
-            ] {
-                if len != nr {
+            };
+            let rec = view(rec, &topo);
+            for (j, r) in rec.recorded_chain.iter().enumerate() {
+                if Rule::from_name(r).is_none() {
                     return Err(bad(format!(
-                        "{name}:{lineno}: estimated.{field}: {len} values for a topology of \
-                         {nr} CPUs"
+                        "{name}:{lineno}: recorded_chain[{j}]: unknown rule '{r}'"
                     )));
                 }
             }
-        }
-        records += 1;
-        each(lineno, &rec, &resolved)?;
-    }
+            let resolved = Scenario::from(&rec)
+                .resolve_on(topo, cli)
+                .map_err(|e| bad(format!("{name}:{lineno}: {e}")))?;
+            if rec.recorded_cpu >= resolved.topo.nr_cpus() {
+                return Err(bad(format!(
+                    "{name}:{lineno}: recorded_cpu: CPU {} is outside the topology",
+                    rec.recorded_cpu
+                )));
+            }
+            // The oracle's race tally looks these CPUs up beside the recorded and the replayed
+            // CPU: one the recorded machine does not have is a record of some other machine.
+            for (j, &c) in rec.changed_cpus.iter().flatten().enumerate() {
+                crate::policy::trace::check_cpu(
+                    &format!("changed_cpus[{j}]"),
+                    c,
+                    resolved.topo.nr_cpus(),
+                )
+                .map_err(|e| bad(format!("{name}:{lineno}: {e}")))?;
+            }
+            // The state estimator's values describe the record's CPUs, one each.
+            if let Some(e) = &rec.estimated {
+                let nr = resolved.topo.nr_cpus();
+                for (field, len) in [
+                    ("cpu_load", e.cpu_load.len()),
+                    ("cpu_util", e.cpu_util.len()),
+                ] {
+                    if len != nr {
+                        return Err(bad(format!(
+                            "{name}:{lineno}: estimated.{field}: {len} values for a topology of \
+                         {nr} CPUs"
+                        )));
+                    }
+                }
+            }
+            records += 1;
+            each(lineno, &rec, &resolved)
+        },
+    )?;
     if records == 0 {
         return Err(bad(format!(
             "{name}: no complete record to replay (an empty trace{})",

@@ -230,14 +230,16 @@ impl NewidleTally {
             "{}: {b} newly-idle balances ({})",
             self.file, self.release
         );
-        // One outcome: its count and its share of all balances, then what follows it.
-        let mut row = |label: &str, n: u64, rest: &str| {
-            let pct = if b == 0 {
+        let pct = |n: u64, of: u64| {
+            if of == 0 {
                 0.0
             } else {
-                100.0 * n as f64 / b as f64
-            };
-            let _ = writeln!(o, "  {label:<36}{n:>8} ({pct:.1}%){rest}");
+                100.0 * n as f64 / of as f64
+            }
+        };
+        // One outcome: its count and its share of all balances, then what follows it.
+        let mut row = |label: &str, n: u64, rest: &str| {
+            let _ = writeln!(o, "  {label:<36}{n:>8} ({:.1}%){rest}", pct(n, b));
         };
         row(
             "entered with a wake-up pending",
@@ -265,13 +267,6 @@ impl NewidleTally {
             &under(&self.pulled_from, "from "),
         );
         row("a fair task arrived, none pulled", self.arrived, "");
-        let pct = |n: u64, of: u64| {
-            if of == 0 {
-                0.0
-            } else {
-                100.0 * n as f64 / of as f64
-            }
-        };
         let _ = writeln!(
             o,
             "  engine ({}), whether and whence to pull: agrees {} of {b} ({:.1}%), never pulling {} ({:.1}%); \
@@ -289,11 +284,9 @@ impl NewidleTally {
     }
 }
 
-/// Reads one file of newly-idle records; errors name the file and line.  As with trace
-/// files, a line may be at most `MAX_INPUT_BYTES` long, and a last line cut short (a writer
-/// stopped mid-record) is left out.
+/// Reads one file of newly-idle records as trace files are read
+/// ([`crate::explain::for_each_json_line`]); errors name the file and line.
 pub fn tally_file(path: &Path) -> anyhow::Result<NewidleTally> {
-    use crate::explain::{MAX_INPUT_BYTES, next_line};
     let name = path.display().to_string();
     let file = crate::explain::open_input(path)
         .map_err(|e| crate::exit::BadInput(format!("cannot read {name}: {e}")))?;
@@ -304,49 +297,34 @@ pub fn tally_file(path: &Path) -> anyhow::Result<NewidleTally> {
     };
     let mut topo: Option<(TopologyInput, Topology)> = None;
     let mut cfg: Option<Config> = None;
-    let (mut buf, mut lineno) = (Vec::new(), 0usize);
-    while let Some(complete) = next_line(&mut reader, &mut buf)
-        .map_err(|e| crate::exit::BadInput(format!("{name}: after line {lineno}: {e}")))?
-    {
-        lineno += 1;
-        let bad = |e: String| crate::exit::BadInput(format!("{name}:{lineno}: {e}"));
-        if buf.len() as u64 > MAX_INPUT_BYTES {
-            return Err(bad(format!(
-                "longer than the {} MiB a record may have",
-                MAX_INPUT_BYTES >> 20
-            ))
-            .into());
-        }
-        let line = std::str::from_utf8(&buf)
-            .map_err(|e| bad(format!("not UTF-8 text (byte {})", e.valid_up_to())))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let r: NewidleRecord = match serde_json::from_str(line) {
-            Ok(r) => r,
-            Err(_) if !complete => break,
-            Err(e) => return Err(bad(e.to_string()).into()),
-        };
-        if topo.as_ref().is_none_or(|(ti, _)| *ti != r.topology) {
-            let built = r
-                .topology
-                .build(|_| Err("a newly-idle record names no sysfs tree".into()))
+    crate::explain::for_each_json_line(
+        &mut reader,
+        &name,
+        "a record",
+        |lineno, r: NewidleRecord| {
+            let bad = |e: String| crate::exit::BadInput(format!("{name}:{lineno}: {e}"));
+            if topo.as_ref().is_none_or(|(ti, _)| *ti != r.topology) {
+                let built = r
+                    .topology
+                    .build(|_| Err("a newly-idle record names no sysfs tree".into()))
+                    .map_err(bad)?;
+                topo = Some((r.topology.clone(), built));
+            }
+            let (_, tp) = topo.as_ref().expect("built above");
+            let n = tp.nr_cpus();
+            if r.cpu >= n || r.pulled.is_some_and(|p| p.from >= n) {
+                return Err(bad(format!("a CPU beyond the topology's {n}")).into());
+            }
+            if cfg.is_none() {
+                t.release = r.release.clone();
+                t.preset = super::preset_for_release(&r.release).0;
+                cfg = Some(Config::from_preset(t.preset).map_err(|e| bad(e.to_string()))?);
+            }
+            t.add(&r, tp, cfg.as_ref().expect("set above"))
                 .map_err(bad)?;
-            topo = Some((r.topology.clone(), built));
-        }
-        let (_, tp) = topo.as_ref().expect("built above");
-        let n = tp.nr_cpus();
-        if r.cpu >= n || r.pulled.is_some_and(|p| p.from >= n) {
-            return Err(bad(format!("a CPU beyond the topology's {n}")).into());
-        }
-        if cfg.is_none() {
-            t.release = r.release.clone();
-            t.preset = super::preset_for_release(&r.release).0;
-            cfg = Some(Config::from_preset(t.preset).map_err(|e| bad(e.to_string()))?);
-        }
-        t.add(&r, tp, cfg.as_ref().expect("set above"))
-            .map_err(bad)?;
-    }
+            Ok(())
+        },
+    )?;
     Ok(t)
 }
 
@@ -500,7 +478,10 @@ mod tests {
         );
         std::fs::write(&path, "{\"seq\": 1}\n").unwrap();
         let e = tally_file(&path).unwrap_err().to_string();
-        assert!(e.contains("bad.jsonl:1: missing field"), "{e}");
+        assert!(
+            e.contains("bad.jsonl:1: top level: missing field `topology`"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
