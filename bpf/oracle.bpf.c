@@ -917,12 +917,13 @@ static __always_inline int newidle_enter(struct rq *rq)
 	return 0;
 }
 
+/* The exit of a balance this CPU entered; any other exit is not one. */
 static __always_inline int newidle_leave(int ret)
 {
-	struct oracle_newidle *r = newidle_in_progress();
 	u32 zero = 0, *on = bpf_map_lookup_elem(&newidle_armed, &zero);
+	struct oracle_newidle *r = bpf_map_lookup_elem(&newidle_scratch, &zero);
 
-	if (!r || !on)
+	if (!r || !on || !*on)
 		return 0;
 	*on = 0;
 	r->ret = ret;
@@ -978,8 +979,6 @@ int BPF_PROG(newidle_enter_pick, struct rq *rq)
 SEC("fexit/pick_task_fair")
 int BPF_PROG(newidle_exit_pick, struct rq *rq, struct rq_flags *rf, struct task_struct *p)
 {
-	if (!newidle_in_progress())
-		return 0;
 	if (!p)
 		return newidle_leave(0);
 	return newidle_leave((long)p == -1 ? -1 : 1);

@@ -220,7 +220,7 @@ fn parse_newidle(data: &[u8]) -> Option<NewidleRecord> {
         overloaded: (r.overloaded < 2).then_some(r.overloaded == 1),
         avg_idle: r.avg_idle,
         max_newidle_lb_cost: r.max_newidle_lb_cost[..domains].to_vec(),
-        balanced_domains: (0..8)
+        balanced_domains: (0..intf::oracle_consts_ORACLE_MAX_DOMAINS as usize)
             .filter(|i| r.balanced_domains & (1 << i) != 0)
             .collect(),
         nr_pulled: r.nr_pulled,
@@ -349,7 +349,10 @@ pub fn record(out: &Path, seconds: u64, overwrite: bool, newidle: Option<&Path>)
     let (tx, writer) = spawn_writer(sink, newidle_sink, &target);
     let unreadable = drain(&skel, &target, seconds, tx)?;
     let w = match writer.join() {
-        Ok(r) => r.with_context(|| format!("writing {}", out.display()))?,
+        Ok(r) => r.with_context(|| match newidle {
+            Some(n) => format!("writing {} or {}", out.display(), n.display()),
+            None => format!("writing {}", out.display()),
+        })?,
         Err(_) => bail!("the oracle's writer thread failed"),
     };
     log_summary(&skel, out, newidle, &w, unreadable);
