@@ -1438,7 +1438,7 @@ mod tests {
     fn newidle_scenario_and_derived_candidates() {
         let s: Scenario = parse_json(
             r#"{"topology": {"shape": "1x1x8x2"}, "policy": {"preset": "v5.10"},
-                "cpus": {"default": "busy", "overrides": {"3": {"nr_running": 0, "ttwu_pending": true}, "9": "busy:3"}},
+                "cpus": {"default": "busy", "overrides": {"3": {"nr_running": 0, "ttwu_pending": true, "avg_idle_ns": 1000000}, "9": "busy:3"}},
                 "newidle": {"cpu": 3}}"#,
         )
         .unwrap();

@@ -8,11 +8,12 @@
 //! domain, innermost first, until a task arrives.  One record per call: the gates'
 //! inputs on entry, every CPU's state, and what came of it (which domains it balanced,
 //! which task it pulled from where, what it returned).  Beside the account, each record
-//! is replayed through the engine's newly-idle rules (`Engine::newidle_pull`, with the
-//! recorded kernel's preset and candidates derived from the CPUs' `nr_running`), against
-//! never pulling: those rules model none of the kernel's gates yet (the overload flag,
-//! `avg_idle` against the domains' costs, the random skip), and this says how far that
-//! leaves them.
+//! is replayed through the engine's newly-idle balance (`Engine::newidle_balance`, with
+//! the recorded kernel's preset, its gates' inputs, and candidates derived from the CPUs'
+//! `nr_running`), against never pulling.  Where the kernel has NI_RANDOM, the draw is
+//! the kernel's: a domain the replay reaches balances only if the kernel balanced it
+//! there (a domain the kernel left for lack of time looks the same, and ends the same
+//! way).  The replay without that input is reported beside it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -20,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::policy::newidle::NewidleInputs;
 use crate::policy::{Config, CpuSnapshot, Engine, Topology, TopologyInput};
 
 /// One newly-idle balance (`struct oracle_newidle` in bpf/oracle.h), as a JSON line.
@@ -48,6 +50,10 @@ pub struct NewidleRecord {
     pub max_newidle_lb_cost: Vec<u64>,
     /// The domains (indexes into `max_newidle_lb_cost`) where load balancing ran.
     pub balanced_domains: Vec<usize>,
+    /// The kernel has NI_RANDOM's draw (its `struct sched_domain` has `newidle_ratio`), so
+    /// a domain the balance reached may have been skipped by chance; absent where unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ni_random: Option<bool>,
     /// Tasks moved to `cpu` during the call.
     pub nr_pulled: u32,
     /// The first of them and the CPU it came from.
@@ -149,6 +155,15 @@ pub struct NewidleTally {
     pub engine_pulls: u64,
     pub engine_agrees_on_pulls: u64,
     pub never_pull_agrees: u64,
+    /// The engine without the kernel's NI_RANDOM draw (every domain may balance), where
+    /// the kernel has one.
+    pub undrawn_agrees: u64,
+    pub drawn_balances: u64,
+    /// Balances replayed, and how many of them pulled in the kernel: a record whose CPU
+    /// has other domains than the topology gives (a kernel with cluster domains, say) has
+    /// costs the engine cannot place, and is only counted.
+    pub replayed: u64,
+    pub replayed_pulls: u64,
 }
 
 /// v5.10's first gate: `avg_idle < sysctl_sched_migration_cost` (500 us by default) ends the
@@ -166,13 +181,15 @@ impl NewidleTally {
             && (!v510 || r.avg_idle >= MIGRATION_COST_NS)
     }
 
-    /// The engine's newly-idle decision on `r`'s CPUs: the CPU it pulls from, if any.
+    /// The engine's newly-idle decision on `r`'s CPUs and gates: the CPU it pulls from, if
+    /// any.  With `draw`, NI_RANDOM's draw is the kernel's (the domains it balanced).
     fn engine_pulls_from(
         r: &NewidleRecord,
         topo: &Topology,
         cfg: &Config,
+        draw: bool,
     ) -> Result<Option<usize>, String> {
-        let cpus: Vec<CpuSnapshot> = r.cpus.iter().map(NewidleCpu::snapshot).collect();
+        let mut cpus: Vec<CpuSnapshot> = r.cpus.iter().map(NewidleCpu::snapshot).collect();
         if cpus.len() != topo.nr_cpus() {
             return Err(format!(
                 "{} CPUs described, the topology has {}",
@@ -180,21 +197,41 @@ impl NewidleTally {
                 topo.nr_cpus()
             ));
         }
+        cpus[r.cpu].avg_idle_ns = r.avg_idle;
         let candidates = crate::explain::scenario::derived_candidates(&cpus, cfg)?;
         let mut engine = Engine::new(topo.clone(), *cfg).map_err(|e| e.to_string())?;
+        let inputs = NewidleInputs {
+            overloaded: r.overloaded,
+            max_lb_cost_ns: &r.max_newidle_lb_cost,
+            drawn: (draw && r.ni_random == Some(true)).then(|| {
+                r.balanced_domains
+                    .iter()
+                    .filter(|&&d| d < 64)
+                    .fold(0u64, |m, &d| m | 1 << d)
+            }),
+        };
         Ok(engine
-            .newidle_pull(r.cpu, &cpus, &candidates)
+            .newidle_balance(r.cpu, &cpus, &candidates, &inputs)
             .pulled
             .map(|p| p.src_cpu))
     }
 
     fn add(&mut self, r: &NewidleRecord, topo: &Topology, cfg: &Config) -> Result<(), String> {
-        let engine = Self::engine_pulls_from(r, topo, cfg)?;
         let kernel = r.pulled.map(|p| p.from);
-        self.engine_agrees += (engine == kernel) as u64;
-        self.engine_pulls += engine.is_some() as u64;
-        self.never_pull_agrees += kernel.is_none() as u64;
-        self.engine_agrees_on_pulls += (kernel.is_some() && engine == kernel) as u64;
+        if topo.domains(r.cpu).len() == r.max_newidle_lb_cost.len() {
+            let engine = Self::engine_pulls_from(r, topo, cfg, true)?;
+            if r.ni_random == Some(true) {
+                self.drawn_balances += 1;
+                self.undrawn_agrees +=
+                    (Self::engine_pulls_from(r, topo, cfg, false)? == kernel) as u64;
+            }
+            self.replayed += 1;
+            self.replayed_pulls += kernel.is_some() as u64;
+            self.engine_agrees += (engine == kernel) as u64;
+            self.engine_pulls += engine.is_some() as u64;
+            self.never_pull_agrees += kernel.is_none() as u64;
+            self.engine_agrees_on_pulls += (kernel.is_some() && engine == kernel) as u64;
+        }
         self.balances += 1;
         let balanced = !r.balanced_domains.is_empty();
         if r.ttwu_pending {
@@ -269,18 +306,35 @@ impl NewidleTally {
         row("a fair task arrived, none pulled", self.arrived, "");
         let _ = writeln!(
             o,
-            "  engine ({}), whether and whence to pull: agrees {} of {b} ({:.1}%), never pulling {} ({:.1}%); \
+            "  engine ({}), whether and whence to pull: agrees {} of {} ({:.1}%), never pulling {} ({:.1}%); \
              where the kernel pulled {} of {} ({:.1}%); the engine pulled {} times",
             self.preset,
             self.engine_agrees,
-            pct(self.engine_agrees, b),
+            self.replayed,
+            pct(self.engine_agrees, self.replayed),
             self.never_pull_agrees,
-            pct(self.never_pull_agrees, b),
+            pct(self.never_pull_agrees, self.replayed),
             self.engine_agrees_on_pulls,
-            self.pulled,
-            pct(self.engine_agrees_on_pulls, self.pulled),
+            self.replayed_pulls,
+            pct(self.engine_agrees_on_pulls, self.replayed_pulls),
             self.engine_pulls
         );
+        if self.replayed < b {
+            let _ = writeln!(
+                o,
+                "  not replayed: {} balances on a CPU whose domains are not the topology's",
+                b - self.replayed
+            );
+        }
+        if self.drawn_balances > 0 {
+            let _ = writeln!(
+                o,
+                "  the same without the kernel's NI_RANDOM draw (every domain it reaches balances): agrees {} of {} ({:.1}%)",
+                self.undrawn_agrees,
+                self.drawn_balances,
+                pct(self.undrawn_agrees, self.drawn_balances)
+            );
+        }
     }
 }
 
@@ -460,9 +514,50 @@ mod tests {
         (r.now_ns, r.avg_idle, r.seq) = (u64::MAX, u64::MAX, u64::MAX);
         r.max_newidle_lb_cost = vec![u64::MAX; 64];
         (r.nr_pulled, r.ret) = (u32::MAX, i32::MIN);
-        let (t, _) = tally(&[r]);
+        let (t, text) = tally(&[r]);
         assert_eq!((t.balances, t.pending_gates_open, t.balanced), (1, 1, 1));
         assert_eq!(t.by_first_domain.get(&usize::MAX), Some(&1));
+        // 64 domains on a machine that has 3: counted, not replayed.
+        assert_eq!(t.replayed, 0);
+        assert!(
+            text.contains("not replayed: 1 balances on a CPU whose domains are not the topology's"),
+            "{text}"
+        );
+    }
+
+    /// NI_RANDOM: the kernel reached its LLC with CPU 2 running three and balanced nowhere;
+    /// with the kernel's draw the replay skips the domains as the kernel did, without it
+    /// the replay pulls.
+    #[test]
+    fn the_kernels_draw_is_an_input() {
+        let mut r = rec(0, false, &[], None);
+        r.cpus[2].nr_running = 3;
+        r.ni_random = Some(true);
+        let (t, text) = tally(&[r.clone()]);
+        assert_eq!((t.engine_agrees, t.engine_pulls), (1, 0));
+        assert_eq!((t.drawn_balances, t.undrawn_agrees), (1, 0));
+        assert!(
+            text.contains(
+                "the same without the kernel's NI_RANDOM draw (every domain it reaches balances): \
+                 agrees 0 of 1 (0.0%)"
+            ),
+            "{text}"
+        );
+        // Drawn in the LLC only: the replay pulls there, as the kernel did.
+        r.balanced_domains = vec![1];
+        r.pulled = Some(PulledTask { pid: 7, from: 2 });
+        let (t, _) = tally(&[r.clone()]);
+        assert_eq!((t.engine_agrees, t.engine_agrees_on_pulls), (1, 1));
+        // A kernel without the draw: every domain it reaches may balance.
+        r.ni_random = Some(false);
+        r.balanced_domains = vec![];
+        r.pulled = None;
+        let (t, text) = tally(&[r]);
+        assert_eq!(
+            (t.engine_agrees, t.engine_pulls, t.drawn_balances),
+            (0, 1, 0)
+        );
+        assert!(!text.contains("NI_RANDOM"), "{text}");
     }
 
     #[test]

@@ -91,12 +91,15 @@ struct VersionHooks {
     newidle: Option<&'static str>,
     /// One of `LOAD_BALANCE`.
     load_balance: Option<&'static str>,
+    /// NI_RANDOM's newly-idle draw is compiled in: `struct sched_domain` has the
+    /// `newidle_ratio` it weighs by (Debian's 6.1.y and 6.12.y, and 7.x).
+    ni_random: bool,
 }
 
 /// How many parameters the kernel's select_task_rq_fair() takes (3 from v5.11, 4 before),
 /// and the hooks of this version.
 fn hook_arity() -> Result<(usize, VersionHooks)> {
-    use libbpf_rs::btf::types::{Func, FuncProto};
+    use libbpf_rs::btf::types::{Func, FuncProto, Struct};
     use libbpf_rs::btf::{Btf, ReferencesType};
     let btf = Btf::from_vmlinux().context("reading the kernel's BTF")?;
     let has = |n: &&str| btf.type_by_name::<Func>(n).is_some();
@@ -105,6 +108,13 @@ fn hook_arity() -> Result<(usize, VersionHooks)> {
         reweight: REWEIGHT.into_iter().find(has),
         newidle: NEWIDLE.into_iter().find(has),
         load_balance: LOAD_BALANCE.into_iter().find(has),
+        ni_random: btf.type_by_name::<Struct>("sched_domain").is_some_and(|s| {
+            (0..s.len()).any(|i| {
+                s.get(i)
+                    .and_then(|m| m.name)
+                    .is_some_and(|n| n == "newidle_ratio")
+            })
+        }),
     };
     let func: Func = btf
         .type_by_name(HOOK)
@@ -555,6 +565,7 @@ fn spawn_writer(
     let ti = TopologyInput::from_topology(&topo);
     let preset = target.preset.to_string();
     let release = target.release.clone();
+    let ni_random = target.hooks.ni_random;
     let writer = std::thread::spawn(move || -> std::io::Result<Written> {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, sink);
         let mut nw = newidle_sink.map(|s| std::io::BufWriter::with_capacity(1 << 18, s));
@@ -576,6 +587,7 @@ fn spawn_writer(
                     r.seq = done.newidle;
                     r.topology = ti.clone();
                     r.release = release.clone();
+                    r.ni_random = Some(ni_random);
                     let mut line = r.to_json_line();
                     line.push('\n');
                     nw.write_all(line.as_bytes())?;

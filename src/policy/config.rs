@@ -351,6 +351,18 @@ flags! {
                 wake-up is pending",
                "v5.14";
     }
+    newidle_gate_on_domain_cost: bool {
+        V5_10: false, V6_0: true;
+        help: "Vincent Guittot, \"sched/fair: Remove sysctl_sched_migration_cost condition\" \
+               (merged v5.16): a CPU going idle searches for a task only when its avg_idle \
+               exceeds the innermost domain's max_newidle_lb_cost; before it, when avg_idle \
+               exceeds sysctl_sched_migration_cost (500 us).";
+        cli: "BOOL", "(merged v5.16) the newly-idle balance is gated by the innermost domain's \
+                      max_newidle_lb_cost instead of 500 us of avg_idle.";
+        table: "the newly-idle balance needs avg_idle above the innermost domain's \
+                `max_newidle_lb_cost`, not above 500 us",
+               "v5.16";
+    }
     /// When off the engine ignores `CpuSnapshot::nr_delayed`.
     delayed_dequeue: bool {
         V5_10: false, V6_12: true;

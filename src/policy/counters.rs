@@ -154,6 +154,10 @@ counters! {
     newidle_pull_despite_pending,
     /// Nothing eligible to pull.
     newidle_nothing_to_pull,
+    /// Not searched: the root domain was not overloaded.
+    newidle_skipped_not_overloaded,
+    /// Not searched, or stopped: `avg_idle` below the search's cost.
+    newidle_skipped_short_idle,
 
     // ---- placement distance from prev (wake-ups only) ----
     /// Stayed on prev.

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::config::{Config, ConfigError, RecentUsedMode};
 use super::counters::Counters;
 use super::cpuset::CpuSet;
+use super::newidle::NewidleInputs;
 use super::rules::{Rule, RuleChain};
 use super::topology::{Distance, DomainLevel, Topology};
 use super::types::{CpuSnapshot, TaskState, WAKE_EXEC, WAKE_FORK, WAKE_SYNC, WAKE_TTWU, WakeCtx};
@@ -1005,37 +1006,31 @@ impl Engine {
         }
     }
 
-    /// The newly-idle pull decision (`newidle_balance()` / `sched_balance_newidle()`,
-    /// simplified): `cpu` has run out of work; should it pull one of `candidates`, tasks
-    /// queued (not running) on other CPUs?
+    /// The newly-idle balance (`newidle_balance()` / `sched_balance_newidle()`): `cpu` has
+    /// run out of work; does it pull one of `candidates`, tasks queued (not running) on
+    /// other CPUs, and from where?  The gates and the per-domain decision are in
+    /// [`super::newidle`]; this form derives the root domain's overload flag from `cpus` and
+    /// leaves the cost and random gates open ([`NewidleInputs::default`]).
     ///
     /// With `newidle_skip_pending_wakeup` (seed 2) it does not even look when a wake-up is
     /// already on its way (`ttwu_pending`, or `wakeup_in_flight` for the live agent's own
     /// dispatches): "There is a task waiting to run. No need to search for one."  Without it,
     /// it pulls anyway and the pulled and the woken task then compete for the CPU.
     ///
-    /// Simplified balance: domains are walked innermost first; in the first domain that
-    /// holds an eligible candidate, the candidate on the CPU with the most runnable tasks
-    /// (then the highest load, then slice order) is pulled.  A candidate is eligible when its
-    /// CPU has at least two runnable tasks (one running, this one waiting) and it may run
-    /// on `cpu` and is not cache hot (`task_hot()`; the live pull in BPF applies the same two
-    /// tests).  Not modelled: the avg_idle versus `max_newidle_lb_cost` cut-off, the escape
-    /// that migrates a hot task after repeated balance failures, group imbalance types.
-    ///
     /// # The live pull differs, and this is the one list of how
     /// The scheduler's own pull is BPF's `newidle_balance()` (bpf/balance.bpf.c), which must
     /// decide within ops.dispatch() from what BPF sees.  Both skip CPUs with fewer than two
     /// runnable tasks and tasks that may not run here or ran within 500 us (`task_hot()`),
     /// and both honour seed 2's skip.  Where they part:
-    /// - *Busiest queue*: here the most runnable tasks, then the highest load, as
-    ///   `find_busiest_queue()` does for `migrate_task`; BPF counts only the tasks waiting
-    ///   in each CPU's DSQ (a task parked for the agent is in no CPU's queue yet), which
-    ///   orders CPUs the same way whenever each runs one task.
+    /// - *Gates*: here the root domain's overload flag and `avg_idle` against the domains'
+    ///   costs, as the kernel has them; BPF has neither.
+    /// - *Busiest queue*: here the busiest group of each domain as `find_busiest_group()`
+    ///   classifies it, then its CPU with the most runnable tasks; BPF takes the CPU whose
+    ///   DSQ holds the most waiting tasks (a task parked for the agent is in no CPU's queue
+    ///   yet), with no group test.
     /// - *Domains*: here SMT, then LLC, node and machine; BPF has no SMT step (its first
     ///   scope is the whole LLC) and never pulls across nodes, so a remote-node pull seen in
     ///   `sim` does not happen live.
-    /// - *Within the source*: here a cache-hot candidate makes way for the next-busiest CPU's;
-    ///   BPF tries the source's other queued tasks in DSQ order and gives up if none moves.
     /// - *Own wakee*: `--newidle-wait-own-wakee` (live only) keeps a CPU that just woke a
     ///   sync wakee from pulling; the engine has no such input.
     pub fn newidle_pull(
@@ -1044,8 +1039,21 @@ impl Engine {
         cpus: &[CpuSnapshot],
         candidates: &[PullCandidate],
     ) -> NewIdleDecision {
+        self.newidle_balance(cpu, cpus, candidates, &NewidleInputs::default())
+    }
+
+    /// [`Engine::newidle_pull`] with the kernel's other inputs given: the overload flag,
+    /// the domains' `max_newidle_lb_cost` and NI_RANDOM's draw (as `oracle newidle` replays
+    /// a recorded balance).
+    pub fn newidle_balance(
+        &mut self,
+        cpu: usize,
+        cpus: &[CpuSnapshot],
+        candidates: &[PullCandidate],
+        inputs: &NewidleInputs,
+    ) -> NewIdleDecision {
         let mut st = Step::new(&self.topo, &self.config, cpus, &mut self.llc, &mut self.rq);
-        let (pulled, domain) = st.newidle(cpu, candidates);
+        let (pulled, domain) = st.newidle(cpu, candidates, inputs);
         let d = NewIdleDecision {
             cpu,
             pulled,
@@ -1059,93 +1067,13 @@ impl Engine {
 }
 
 impl Step<'_> {
-    fn runnable(&self, cpu: usize) -> u32 {
+    pub(super) fn runnable(&self, cpu: usize) -> u32 {
         self.snap(cpu).nr_running - self.nr_delayed(cpu)
-    }
-
-    fn newidle(
-        &mut self,
-        cpu: usize,
-        candidates: &[PullCandidate],
-    ) -> (Option<Pulled>, Option<DomainLevel>) {
-        if !self.topo.is_online(cpu) {
-            self.push(Rule::NewidleCpuOffline);
-            return (None, None);
-        }
-        if self.runnable(cpu) > 0 {
-            self.push(Rule::NewidleCpuHasWork);
-            return (None, None);
-        }
-        self.cnt.newidle_balance += 1;
-        let s = *self.snap(cpu);
-        if self.cfg.newidle_skip_pending_wakeup {
-            // e5e678e4: the wakee will be enqueued as soon as this CPU switches to idle;
-            // searching other CPUs only adds latency and steals a task that now has to
-            // share this CPU with the wakee.
-            if s.ttwu_pending {
-                self.push(Rule::NewidleSkipPendingWakeup);
-                self.cnt.newidle_pull_skipped_pending += 1;
-                return (None, None);
-            }
-            if s.wakeup_in_flight {
-                self.push(Rule::NewidleSkipWakeupInFlight);
-                self.cnt.newidle_pull_skipped_in_flight += 1;
-                return (None, None);
-            }
-        }
-        let n = self.topo.nr_cpus();
-        let topo = self.topo;
-        for &level in topo.domains(cpu) {
-            let span = self.topo.span(cpu, level).and(self.topo.online());
-            let mut best: Option<(usize, u32, u64)> = None;
-            for (i, c) in candidates.iter().enumerate() {
-                let src = c.src_cpu;
-                if src == cpu
-                    || c.cache_hot
-                    || !span.contains(src)
-                    || !c.allowed_or_all(n).contains(cpu)
-                {
-                    continue;
-                }
-                let nr = self.runnable(src);
-                if nr < 2 {
-                    continue;
-                }
-                let load = self.snap(src).load;
-                if best.is_none_or(|(_, bn, bl)| (nr, load) > (bn, bl)) {
-                    best = Some((i, nr, load));
-                }
-            }
-            if let Some((i, _, _)) = best {
-                self.push(match level {
-                    DomainLevel::Smt => Rule::NewidlePullDomainSmt,
-                    DomainLevel::Llc => Rule::NewidlePullDomainLlc,
-                    DomainLevel::Node => Rule::NewidlePullDomainNode,
-                    DomainLevel::Machine => Rule::NewidlePullDomainMachine,
-                });
-                self.cnt.newidle_pulls += 1;
-                if s.ttwu_pending || s.wakeup_in_flight {
-                    self.push(Rule::NewidlePullDespitePending);
-                    self.cnt.newidle_pull_despite_pending += 1;
-                }
-                let c = candidates[i];
-                return (
-                    Some(Pulled {
-                        pid: c.pid,
-                        src_cpu: c.src_cpu,
-                    }),
-                    Some(level),
-                );
-            }
-        }
-        self.push(Rule::NewidleNothingToPull);
-        self.cnt.newidle_nothing_to_pull += 1;
-        (None, None)
     }
 }
 
 impl PullCandidate {
-    fn allowed_or_all(&self, nr_cpus: usize) -> CpuSet {
+    pub(super) fn allowed_or_all(&self, nr_cpus: usize) -> CpuSet {
         if self.allowed.is_empty() {
             CpuSet::first_n(nr_cpus)
         } else {

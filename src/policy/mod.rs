@@ -71,6 +71,7 @@
 //! |---|---|---|
 //! | `sync_requires_task_waker` | seed 1, Barry Song 2021: a sync wake-up pulls to the waker's CPU only when the waker is a task, not an interrupt | never merged |
 //! | `newidle_skip_pending_wakeup` | seed 2, Rik van Riel 2021 (e5e678e4): skip the newly-idle pull while a wake-up is pending | v5.14 |
+//! | `newidle_gate_on_domain_cost` | the newly-idle balance needs avg_idle above the innermost domain's `max_newidle_lb_cost`, not above 500 us | v5.16 |
 //! | `delayed_dequeue` | delayed dequeue (152e11f6): sleepers with lag stay counted on their CPU | v6.12 |
 //! | `sync_excludes_delayed` | seed 3, Xuewen Yan 2025 (aa3ee4f0): the sync check counts runnable tasks only | v6.16, 6.12.y |
 //! | `recent_used` = `off` / `v5.10` / `prev` / `prev-fixed` / `search-target` | seed 4, Mel Gorman Dec 2020 patch 3: `off` no recent CPU (an ablation); `v5.10` the v5.10 behaviour; `prev` 89aafd67 + a7ba8948 (keeps Hillf's mask-test bug); `prev-fixed` ae2ad293; `search-target` Mel's never-merged idea | off: no kernel / v5.10: ≤v5.14 / prev: v5.15 / prev-fixed: v6.5, 6.1.y / search-target: never |
@@ -128,6 +129,7 @@ pub mod cpuset;
 pub mod delayed;
 pub mod engine;
 pub mod idle_scan;
+pub mod newidle;
 pub mod pelt;
 pub mod rng;
 pub mod rules;

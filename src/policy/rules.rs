@@ -168,6 +168,12 @@ rules! {
         "seed 2 (e5e678e4, v5.14): a wake-up is pending on this CPU (ttwu_pending); don't pull";
     NewidleSkipWakeupInFlight => "newidle_skip_wakeup_in_flight",
         "seed 2 analogue: a placement already sent a task to this CPU; don't pull";
+    NewidleRootNotOverloaded => "newidle_root_not_overloaded",
+        "newly-idle: the root domain is not overloaded (no CPU has had a task waiting); don't search";
+    NewidleIdleTooShort => "newidle_idle_too_short",
+        "newly-idle: avg_idle is below the search's cost (the domain's max_newidle_lb_cost, or 500 us in v5.10); stop";
+    NewidleDomainNotDrawn => "newidle_domain_not_drawn",
+        "newly-idle: NI_RANDOM's draw skips this domain (weighted by its past success)";
     NewidlePullDomainSmt => "newidle_pull_domain_smt",
         "newly-idle pull from an SMT sibling";
     NewidlePullDomainLlc => "newidle_pull_domain_llc",

@@ -180,7 +180,7 @@ impl Step<'_> {
     }
 
     /// `sd->child` of `cpu`'s domain at `level`: the level below it among `cpu`'s domains.
-    fn child_level(&self, cpu: usize, level: DomainLevel) -> Option<DomainLevel> {
+    pub(super) fn child_level(&self, cpu: usize, level: DomainLevel) -> Option<DomainLevel> {
         let d = self.topo.domains(cpu);
         let i = d.iter().position(|&l| l == level)?;
         i.checked_sub(1).map(|j| d[j])
@@ -189,7 +189,7 @@ impl Step<'_> {
     /// The sched group of `cpu`'s domain at `level` that holds `member`: the span of the
     /// level below (the kernel builds a domain's groups from its child's spans), or the CPU
     /// alone at the lowest level.
-    fn group_of(&self, cpu: usize, level: DomainLevel, member: usize) -> CpuSet {
+    pub(super) fn group_of(&self, cpu: usize, level: DomainLevel, member: usize) -> CpuSet {
         let online = self.topo.online();
         match self.child_level(cpu, level) {
             Some(child) => self.topo.span(member, child).and(online),

@@ -78,9 +78,10 @@ PAIRS_L = [("mainline", "v5.10.y", 10, 7, 2, False), ("mainline", "v6.12.y", 0, 
 STAND_INS = [("cpu_load", 90, 12, 93, 17), ("wakee_load", 95, 17, 88, 13)]
 
 
-def newidle_output(w, pending_balanced=0, release="7.2.13+deb14-amd64"):
+def newidle_output(w, pending_balanced=0, release="7.2.13+deb14-amd64", engine=490, on_pulls=15):
     """`oracle newidle`'s account (src/oracle/newidle.rs): 500 balances, 10 with a wake-up
-    pending, 4 of them with the other gates open."""
+    pending, 4 of them with the other gates open; the engine's replay agrees in `engine`, in
+    `on_pulls` of the kernel's 20 pulls."""
     return [f"/tmp/newidle-{w}.jsonl: 500 newly-idle balances ({release})",
             f"  entered with a wake-up pending            10 (2.0%); the other gates open 4, "
             f"balanced {pending_balanced}",
@@ -90,12 +91,13 @@ def newidle_output(w, pending_balanced=0, release="7.2.13+deb14-amd64"):
             "  pulled a task                             20 (4.0%)",
             "    from its LLC                            20",
             "  a fair task arrived, none pulled           1 (0.2%)",
-            "  engine (mainline), whether and whence to pull: agrees 450 of 500 (90.0%), never pulling 480 "
-            "(96.0%); where the kernel pulled 5 of 20 (25.0%); the engine pulled 40 times"]
+            f"  engine (mainline), whether and whence to pull: agrees {engine} of 500 ({engine / 5:.1f}%), never "
+            f"pulling 480 (96.0%); where the kernel pulled {on_pulls} of 20 ({on_pulls * 5:.1f}%); the engine "
+            "pulled 25 times"]
 
 
 def guest_output(workloads=("hackbench-pipes", "tbench"), stand_ins=(), release="7.2.13+deb14-amd64",
-                 newidle=("hackbench-pipes", "tbench"), pending_balanced=0):
+                 newidle=("hackbench-pipes", "tbench"), pending_balanced=0, engine=490, on_pulls=15):
     out = [f"ORACLE-KERNEL {release}",
            "ORACLE-NOBTF rc=2 lines=1 error: no BTF"]
     for w in workloads:
@@ -106,7 +108,7 @@ def guest_output(workloads=("hackbench-pipes", "tbench"), stand_ins=(), release=
         out += ["ORACLE-COMPARE inputs=live"]
         out += compare_output("live", 88, 100, LIVE, PAIRS_L, race=False)
         if w in newidle:
-            out += ["ORACLE-NEWIDLE"] + newidle_output(w, pending_balanced, release)
+            out += ["ORACLE-NEWIDLE"] + newidle_output(w, pending_balanced, release, engine, on_pulls)
         out += [f"ORACLE-END {w}"]
     return "\n".join(out) + "\n"
 
@@ -136,8 +138,9 @@ class Parse(unittest.TestCase):
         # The newly-idle account comes last, apart from the live replay's.
         self.assertEqual(r["newidle"], {"balances": 500, "pending": 10, "pending_open": 4,
                                         "pending_balanced": 0, "not_overloaded": 400,
-                                        "balanced": 60, "pulled": 20, "engine_agrees": 450,
-                                        "never_pull": 480, "engine_on_pulls": 5})
+                                        "balanced": 60, "pulled": 20, "engine_agrees": 490,
+                                        "replayed": 500, "never_pull": 480, "engine_on_pulls": 15,
+                                        "replayed_pulls": 20})
         self.assertEqual(r["inputs"]["live"]["agree"], 88)
         self.assertIn("# oracle newidle", r["text"])
 
@@ -248,6 +251,33 @@ class NewidleCheck(unittest.TestCase):
         self.assertTrue(why.startswith("no newly-idle balances recorded for hackbench-pipes;"), why)
 
 
+class NewidleAgreementCheck(unittest.TestCase):
+    W = ("hackbench-pipes", "tbench")
+
+    def check(self, **kw):
+        _, res, _ = run.parse(guest_output(**kw))
+        return run.newidle_agreement_check(res, self.W)
+
+    def test_the_engine_must_reach_the_bar_and_beat_never_pulling(self):
+        ok, why = self.check()
+        self.assertTrue(ok, why)
+        self.assertEqual(why, "the engine agrees on whether and whence to pull in 980 of 1000 balances (98.0%), "
+                              "never pulling 960 (96.0%); where the kernel pulled 30 of 40 (75.0%) (needs >= 95% "
+                              "and more than never pulling)")
+        # Above the bar but no better than never pulling: proves nothing.
+        ok, why = self.check(engine=480)
+        self.assertFalse(ok, why)
+        ok, why = self.check(engine=470)
+        self.assertFalse(ok, why)
+
+    def test_too_few_pulls_cannot_decide(self):
+        # One workload's 20 pulls are enough; none are not.
+        self.assertTrue(self.check(newidle=("tbench",))[0])
+        ok, why = self.check(newidle=())
+        self.assertFalse(ok)
+        self.assertTrue(why.startswith("too few pulls to tell the engine from never pulling (needs >= 20)"), why)
+
+
 class Main(unittest.TestCase):
     """The whole host side, with the VM replaced by made-up guest output."""
 
@@ -292,7 +322,7 @@ class Main(unittest.TestCase):
             self.assertIn(heading, doc)
         self.assertIn("CHECK PASS oracle_newidle_sid 7.2.13+deb14-amd64: 1000 newly-idle balances;", out)
         self.assertIn("| 7.2.13+deb14-amd64 | tbench | 500 | 400 (80.0%) | 60 (12.0%) | 20 (4.0%) | 10 (2.0%) "
-                      "| 4 | 0 | 450 (90.0%) | 480 (96.0%) | 5 (25.0%) |", doc)
+                      "| 4 | 0 | 490 (98.0%) | 480 (96.0%) | 15 (75.0%) | |", doc)
         # tbench's records alone: cpu_load alone 90 of 100 against the kernel inputs' 95, and
         # on the 20 that left prev 12 against 17; all but it 93 against the live inputs' 88.
         self.assertIn("| 7.2.13+deb14-amd64 | kernel inputs | 95.0% of 100 | | 85.0% of 20 | |", doc)
@@ -348,7 +378,8 @@ class AgainstTheBinary(unittest.TestCase):
         self.assertEqual(res["w"]["newidle"], {"balances": 3, "pending": 3, "pending_open": 3,
                                                "pending_balanced": 3, "not_overloaded": 0,
                                                "balanced": 3, "pulled": 3, "engine_agrees": 3,
-                                               "never_pull": 0, "engine_on_pulls": 3})
+                                               "replayed": 3, "never_pull": 0, "engine_on_pulls": 3,
+                                               "replayed_pulls": 3})
 
     def test_the_patterns_match_what_oracle_compare_prints(self):
         with tempfile.TemporaryDirectory() as d:

@@ -1,0 +1,432 @@
+//! The newly-idle balance: `newidle_balance()` (`sched_balance_newidle()` from v6.10), and
+//! the part of `load_balance()` (`sched_balance_rq()`) that decides whether it pulls and
+//! from which CPU.
+//!
+//! A CPU that has run out of work first asks whether a search can pay:
+//! - since v5.14 (seed 2, e5e678e4), not while a wake-up is already on its way to it;
+//! - not unless the root domain is overloaded (some CPU has had two tasks since the last
+//!   balance at the top level cleared the flag);
+//! - not unless its expected idle time, `rq->avg_idle`, exceeds a threshold: 500 us
+//!   (`sysctl_sched_migration_cost`) in v5.10; the innermost domain's `max_newidle_lb_cost`
+//!   since Vincent Guittot's "sched/fair: Remove sysctl_sched_migration_cost condition"
+//!   (v5.16; 6.1's source reads it so).
+//!
+//! Then it walks its domains innermost first.  It stops at the first domain whose
+//! `max_newidle_lb_cost` exceeds `avg_idle` (the kernel adds the time already spent in the
+//! domains below; that time is not an input here, so it counts as nothing).  Where the
+//! kernel has NI_RANDOM (Debian's 6.1.y and 6.12.y, and 7.x), a draw weighted by the
+//! domain's past success may skip it; the draw is an input ([`NewidleInputs::drawn`]).
+//!
+//! In a domain it balances as `find_busiest_group()` does for an idle CPU: the domain's
+//! groups are its child's spans (single CPUs at the lowest level), each classified by its
+//! task count against its CPUs (overloaded: more tasks than CPUs; fully busy: as many; else
+//! spare capacity).  The busiest remote group is the busiest type, then the highest
+//! average load (overloaded, fully busy) or the fewest idle CPUs, then the most tasks
+//! (spare capacity).  It is balanced, and nothing moves, when the local group is busier,
+//! or when the busiest group is not overloaded and either holds a single task or has at
+//! most one idle CPU fewer than the local group.  Otherwise the busiest CPU of the busiest
+//! group (`find_busiest_queue()` for `migrate_task`: the most tasks, then the highest
+//! load) gives up a queued task if it has more than one, the first candidate there that
+//! may run here and is not cache hot (`task_hot()`).
+//!
+//! Simplified: groups are classified by task count alone, without the utilisation and
+//! runnable tests of `group_classify()` (the kernel's recorded balances have no runnable
+//! average, and the utilisation test alone agreed less with them; `docs/oracle.md`); the
+//! imbalance arithmetic of `calculate_imbalance()` is not modelled beyond "at least one
+//! task", nor are misfit, asymmetric packing, `sg_imbalanced()`, active balance, or the
+//! escape that moves a hot task after repeated failures.
+
+use super::cpuset::CpuSet;
+use super::engine::{PullCandidate, Pulled, Step};
+use super::rules::Rule;
+use super::topology::{DomainLevel, SCHED_CAPACITY_SCALE};
+
+/// v5.10's threshold on `avg_idle`: `sysctl_sched_migration_cost`, 500 us by default.
+pub const MIGRATION_COST_NS: u64 = 500_000;
+
+/// What a newly-idle balance reads besides the CPUs' snapshots.  The default derives the
+/// overload flag from the snapshots and leaves the cost and random gates open: what the
+/// simulator and the live agent know.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NewidleInputs<'a> {
+    /// `rd->overload` (`rd->overloaded` since v6.9).  `None`: set when any online CPU has
+    /// two or more tasks, as `add_nr_running()` sets it (the kernel clears it only at the
+    /// top-level balance, so it can lag).
+    pub overloaded: Option<bool>,
+    /// `sd->max_newidle_lb_cost` of the CPU's domains, innermost first, ns; a domain past
+    /// the end costs nothing.
+    pub max_lb_cost_ns: &'a [u64],
+    /// NI_RANDOM's draw: bit `i` set when domain `i` (innermost first) may balance.  `None`:
+    /// no draw (v5.10, or a kernel without NI_RANDOM); every domain may.
+    pub drawn: Option<u64>,
+}
+
+/// `enum group_type`, the values a newly-idle balance tells apart here, in the kernel's
+/// order: a lower value is a less busy group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum GroupType {
+    HasSpare,
+    FullyBusy,
+    Overloaded,
+}
+
+/// The part of `struct sg_lb_stats` the decision reads.
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    cpus: CpuSet,
+    weight: u32,
+    /// `sum_nr_running`: tasks queued, the running ones and delayed sleepers included.
+    nr_running: u32,
+    /// `sum_h_nr_running`: tasks that can run (delayed sleepers left out).
+    runnable: u32,
+    idle_cpus: u32,
+    avg_load: u64,
+    group_type: GroupType,
+}
+
+impl Group {
+    /// `update_sd_pick_busiest()`: whether `self` is busier than `busiest`.  Among equals
+    /// the first group seen stays.
+    fn busier_than(&self, busiest: &Group) -> bool {
+        if self.group_type != busiest.group_type {
+            return self.group_type > busiest.group_type;
+        }
+        match self.group_type {
+            GroupType::Overloaded | GroupType::FullyBusy => self.avg_load > busiest.avg_load,
+            GroupType::HasSpare => {
+                self.idle_cpus < busiest.idle_cpus
+                    || (self.idle_cpus == busiest.idle_cpus && self.nr_running > busiest.nr_running)
+            }
+        }
+    }
+}
+
+impl Step<'_> {
+    pub(super) fn newidle(
+        &mut self,
+        cpu: usize,
+        candidates: &[PullCandidate],
+        inputs: &NewidleInputs,
+    ) -> (Option<Pulled>, Option<DomainLevel>) {
+        if !self.topo.is_online(cpu) {
+            self.push(Rule::NewidleCpuOffline);
+            return (None, None);
+        }
+        if self.runnable(cpu) > 0 {
+            self.push(Rule::NewidleCpuHasWork);
+            return (None, None);
+        }
+        self.cnt.newidle_balance += 1;
+        let s = *self.snap(cpu);
+        if self.cfg.newidle_skip_pending_wakeup {
+            // e5e678e4: the wakee will be enqueued as soon as this CPU switches to idle;
+            // searching other CPUs only adds latency and steals a task that now has to
+            // share this CPU with the wakee.
+            if s.ttwu_pending {
+                self.push(Rule::NewidleSkipPendingWakeup);
+                self.cnt.newidle_pull_skipped_pending += 1;
+                return (None, None);
+            }
+            if s.wakeup_in_flight {
+                self.push(Rule::NewidleSkipWakeupInFlight);
+                self.cnt.newidle_pull_skipped_in_flight += 1;
+                return (None, None);
+            }
+        }
+        // Nothing waits anywhere: no CPU to pull from, and the search would cost its time.
+        let overloaded = inputs.overloaded.unwrap_or_else(|| {
+            self.topo
+                .online()
+                .iter()
+                .any(|c| self.snap(c).nr_running >= 2)
+        });
+        if !overloaded {
+            self.push(Rule::NewidleRootNotOverloaded);
+            self.cnt.newidle_skipped_not_overloaded += 1;
+            return (None, None);
+        }
+        // The idle period is expected to be shorter than a search: do not delay the next
+        // wake-up with one.
+        let cost = |i: usize| inputs.max_lb_cost_ns.get(i).copied().unwrap_or(0);
+        let threshold = if self.cfg.newidle_gate_on_domain_cost {
+            cost(0)
+        } else {
+            MIGRATION_COST_NS
+        };
+        if s.avg_idle_ns < threshold {
+            self.push(Rule::NewidleIdleTooShort);
+            self.cnt.newidle_skipped_short_idle += 1;
+            return (None, None);
+        }
+        let topo = self.topo;
+        for (i, &level) in topo.domains(cpu).iter().enumerate() {
+            if s.avg_idle_ns < cost(i) {
+                self.push(Rule::NewidleIdleTooShort);
+                self.cnt.newidle_skipped_short_idle += 1;
+                return (None, None);
+            }
+            if inputs.drawn.is_some_and(|m| i >= 64 || m & (1 << i) == 0) {
+                self.push(Rule::NewidleDomainNotDrawn);
+                continue;
+            }
+            if let Some(p) = self.balance_domain(cpu, level, candidates) {
+                self.push(match level {
+                    DomainLevel::Smt => Rule::NewidlePullDomainSmt,
+                    DomainLevel::Llc => Rule::NewidlePullDomainLlc,
+                    DomainLevel::Node => Rule::NewidlePullDomainNode,
+                    DomainLevel::Machine => Rule::NewidlePullDomainMachine,
+                });
+                self.cnt.newidle_pulls += 1;
+                if s.ttwu_pending || s.wakeup_in_flight {
+                    self.push(Rule::NewidlePullDespitePending);
+                    self.cnt.newidle_pull_despite_pending += 1;
+                }
+                return (Some(p), Some(level));
+            }
+        }
+        self.push(Rule::NewidleNothingToPull);
+        self.cnt.newidle_nothing_to_pull += 1;
+        (None, None)
+    }
+
+    /// `load_balance(cpu, sd, CPU_NEWLY_IDLE)` in the domain at `level`, as far as whether
+    /// and whence it pulls.
+    fn balance_domain(
+        &self,
+        cpu: usize,
+        level: DomainLevel,
+        candidates: &[PullCandidate],
+    ) -> Option<Pulled> {
+        let online = *self.topo.online();
+        let span = self.topo.span(cpu, level).and(&online);
+        let mut seen = CpuSet::new();
+        let mut local: Option<Group> = None;
+        let mut busiest: Option<Group> = None;
+        for member in span.iter() {
+            if seen.contains(member) {
+                continue;
+            }
+            let g = self.lb_group(cpu, level, member);
+            seen = seen.or(&g.cpus);
+            if g.cpus.contains(cpu) {
+                local = Some(g);
+            } else if g.runnable > 0 && busiest.is_none_or(|b| g.busier_than(&b)) {
+                busiest = Some(g);
+            }
+        }
+        let (Some(local), Some(busiest)) = (local, busiest) else {
+            return None;
+        };
+        if local.group_type > busiest.group_type {
+            return None;
+        }
+        if busiest.group_type != GroupType::Overloaded
+            && ((busiest.weight > 1 && local.idle_cpus <= busiest.idle_cpus + 1)
+                || busiest.runnable == 1)
+        {
+            return None;
+        }
+        // find_busiest_queue(): the most runnable tasks, then the highest load.
+        let src = busiest
+            .cpus
+            .iter()
+            .max_by_key(|&c| (self.runnable(c), self.snap(c).load, std::cmp::Reverse(c)))?;
+        // load_balance() detaches only from a queue with a task besides the running one.
+        if self.snap(src).nr_running < 2 || self.runnable(src) < 2 {
+            return None;
+        }
+        let n = self.topo.nr_cpus();
+        candidates
+            .iter()
+            .find(|c| c.src_cpu == src && !c.cache_hot && c.allowed_or_all(n).contains(cpu))
+            .map(|c| Pulled {
+                pid: c.pid,
+                src_cpu: src,
+            })
+    }
+
+    /// `update_sg_lb_stats()` of the group of `cpu`'s domain at `level` that holds `member`.
+    fn lb_group(&self, cpu: usize, level: DomainLevel, member: usize) -> Group {
+        let cpus = self.group_of(cpu, level, member);
+        let mut g = Group {
+            cpus,
+            weight: cpus.count() as u32,
+            nr_running: 0,
+            runnable: 0,
+            idle_cpus: 0,
+            avg_load: 0,
+            group_type: GroupType::HasSpare,
+        };
+        let mut load = 0u64;
+        let mut capacity = 0u64;
+        for c in cpus.iter() {
+            let s = self.snap(c);
+            g.nr_running += s.nr_running;
+            g.runnable += self.runnable(c);
+            load = load.saturating_add(s.load);
+            capacity += self.capacity_of(c);
+            if s.nr_running == 0 && !s.ttwu_pending {
+                g.idle_cpus += 1;
+            }
+        }
+        g.group_type = match g.nr_running.cmp(&g.weight) {
+            std::cmp::Ordering::Greater => GroupType::Overloaded,
+            std::cmp::Ordering::Equal => GroupType::FullyBusy,
+            std::cmp::Ordering::Less => GroupType::HasSpare,
+        };
+        if g.group_type != GroupType::HasSpare && capacity > 0 {
+            g.avg_load = load.saturating_mul(SCHED_CAPACITY_SCALE as u64) / capacity;
+        }
+        g
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::{engine, shape};
+    use super::super::{CpuSet, CpuSnapshot, DomainLevel, PullCandidate};
+    use super::*;
+
+    fn cand(pid: u32, src_cpu: usize) -> PullCandidate {
+        PullCandidate {
+            pid,
+            src_cpu,
+            allowed: CpuSet::new(),
+            load: 1024,
+            cache_hot: false,
+        }
+    }
+
+    /// 2 nodes x 2 cores x 2 threads: CPU 0's domains are SMT {0,1}, LLC {0-3} (groups
+    /// {0,1} and {2,3}) and the machine (groups {0-3} and {4-7}).  CPU 0 goes idle with a
+    /// long expected idle time; the rest run one task each.
+    fn machine() -> (Topology, Vec<CpuSnapshot>) {
+        let topo = shape(2, 1, 2, 2);
+        let mut cpus = vec![CpuSnapshot::busy(1); 8];
+        cpus[0] = CpuSnapshot {
+            avg_idle_ns: 2_000_000,
+            ..CpuSnapshot::idle()
+        };
+        (topo, cpus)
+    }
+
+    fn inputs(costs: &[u64]) -> NewidleInputs<'_> {
+        NewidleInputs {
+            overloaded: Some(true),
+            max_lb_cost_ns: costs,
+            drawn: None,
+        }
+    }
+
+    use super::super::Topology;
+
+    /// newidle_balance() in v5.10 (`avg_idle < sysctl_sched_migration_cost ||
+    /// !rd->overload`: goto out) and sched_balance_newidle() in 6.1.176 (`!rd->overload ||
+    /// avg_idle < sd->max_newidle_lb_cost`), then per domain `avg_idle < curr_cost +
+    /// sd->max_newidle_lb_cost`: break.
+    #[test]
+    fn the_gates_are_each_versions() {
+        let (topo, mut cpus) = machine();
+        cpus[5].nr_running = 3;
+        let c = [cand(50, 5)];
+        let pull = |preset: &str, cpus: &[CpuSnapshot], i: &NewidleInputs| {
+            let d = engine(&topo, preset).newidle_balance(0, cpus, &c, i);
+            (d.pulled.map(|p| p.src_cpu), d.chain.names())
+        };
+        assert_eq!(pull("v5.10", &cpus, &inputs(&[])).0, Some(5));
+        // Not overloaded: no search at all.
+        let quiet = NewidleInputs {
+            overloaded: Some(false),
+            ..inputs(&[])
+        };
+        assert_eq!(
+            pull("mainline", &cpus, &quiet),
+            (None, vec!["newidle_root_not_overloaded"])
+        );
+        // Derived from the CPUs when not given: CPU 5's queue sets it.
+        let derived = NewidleInputs {
+            overloaded: None,
+            ..inputs(&[])
+        };
+        assert_eq!(pull("mainline", &cpus, &derived).0, Some(5));
+        // 300 us of expected idle time: below v5.10's 500 us, above a cheap domain's cost.
+        cpus[0].avg_idle_ns = 300_000;
+        let cheap = inputs(&[10_000, 20_000, 30_000]);
+        assert_eq!(
+            pull("v5.10", &cpus, &cheap),
+            (None, vec!["newidle_idle_too_short"])
+        );
+        assert_eq!(pull("v6.0", &cpus, &cheap).0, Some(5));
+        // The machine level costs more than the idle time: the walk stops before it.
+        let dear = inputs(&[10_000, 20_000, 400_000]);
+        assert_eq!(
+            pull("mainline", &cpus, &dear),
+            (None, vec!["newidle_idle_too_short"])
+        );
+        // NI_RANDOM's draw skips the level it does not let through, and only that one.
+        let drawn = NewidleInputs {
+            drawn: Some(0b011),
+            ..cheap
+        };
+        assert_eq!(
+            pull("mainline", &cpus, &drawn).1,
+            ["newidle_domain_not_drawn", "newidle_nothing_to_pull"]
+        );
+        let drawn = NewidleInputs {
+            drawn: Some(0b100),
+            ..cheap
+        };
+        assert_eq!(
+            pull("mainline", &cpus, &drawn).1,
+            [
+                "newidle_domain_not_drawn",
+                "newidle_domain_not_drawn",
+                "newidle_pull_domain_machine"
+            ]
+        );
+    }
+
+    /// find_busiest_group() for an idle CPU (7.2.13, 6.1.176): `if (busiest->group_type !=
+    /// group_overloaded) { ... if (busiest->group_weight > 1 && local->idle_cpus <=
+    /// (busiest->idle_cpus + 1)) goto out_balanced; if (busiest->sum_h_nr_running == 1)
+    /// goto out_balanced; }`, then find_busiest_queue() and `if (busiest->nr_running > 1)`.
+    #[test]
+    fn the_busiest_group_decides() {
+        let (topo, mut cpus) = machine();
+        let c = [cand(20, 2), cand(21, 3), cand(50, 5), cand(60, 6)];
+        let pull = |cpus: &[CpuSnapshot]| {
+            let mut e = engine(&topo, "mainline");
+            let d = e.newidle_balance(0, cpus, &c, &inputs(&[]));
+            (d.pulled.map(|p| (p.pid, p.src_cpu)), d.domain)
+        };
+        // Every CPU runs one: no queue holds a second task, nothing moves anywhere.
+        assert_eq!(pull(&cpus), (None, None));
+        // Core {2,3} holds three tasks on two CPUs: overloaded, so the LLC pulls from its
+        // busiest CPU although the local core has an idle CPU to spare.
+        cpus[2].nr_running = 2;
+        cpus[3].nr_running = 1;
+        assert_eq!(pull(&cpus), (Some((20, 2)), Some(DomainLevel::Llc)));
+        // Core {2,3} with two tasks on one CPU and one idle CPU: not overloaded, and the
+        // local core ({0 idle, 1 busy}) has no more idle CPUs than it, plus one: balanced.
+        // The machine level then sees node 1 overloaded (five tasks on four CPUs).
+        cpus[3] = CpuSnapshot::idle();
+        cpus[5].nr_running = 2;
+        assert_eq!(pull(&cpus), (Some((50, 5)), Some(DomainLevel::Machine)));
+        // With one task fewer over there, node 1 has four tasks on four CPUs: not
+        // overloaded, and node 0's two idle CPUs are not more than node 1's one plus one.
+        cpus[6] = CpuSnapshot::idle();
+        assert_eq!(pull(&cpus), (None, None));
+        // Node 0 idle but for CPU 0's going idle: four idle CPUs against one, so node 1
+        // gives up a task from its busiest CPU.
+        cpus[1] = CpuSnapshot::idle();
+        cpus[2] = CpuSnapshot::idle();
+        assert_eq!(pull(&cpus), (Some((50, 5)), Some(DomainLevel::Machine)));
+        // The only queued task is cache hot: it stays, and nothing else is eligible.
+        let mut hot = c;
+        hot[2].cache_hot = true;
+        let mut e = engine(&topo, "mainline");
+        let d = e.newidle_balance(0, &cpus, &hot, &inputs(&[]));
+        assert_eq!(d.pulled, None);
+        assert_eq!(d.chain.names(), ["newidle_nothing_to_pull"]);
+    }
+}
