@@ -543,7 +543,9 @@ flags! {
                v5.18+ (sd->imb_numa_nr), stay while the nodes' idle CPUs differ by at most 2 \
                and the local node runs few tasks, else go to the node with more idle CPUs. \
                Presets v5.12-v5.15 keep local-idle (their kernels' in-between rule is not \
-               modelled).";
+               modelled). The same change set sets the newly-idle balance's allowed NUMA \
+               imbalance (adjust_numa_imbalance()): local-idle = v5.10's, while the busiest \
+               node runs two; imb-numa-nr = while the local node runs few.";
         cli: "RULE", "Fork/exec across NUMA nodes: local-idle (v5.10) or imb-numa-nr \
                       (v5.18+).";
         table: "fork/exec slow path: how a NUMA domain with spare local capacity keeps a new \

@@ -17,28 +17,36 @@
 //! kernel has NI_RANDOM (Debian's 6.1.y and 6.12.y, and 7.x), a draw weighted by the
 //! domain's past success may skip it; the draw is an input ([`NewidleInputs::drawn`]).
 //!
-//! In a domain it balances as `find_busiest_group()` does for an idle CPU: the domain's
-//! groups are its child's spans (single CPUs at the lowest level), each classified by its
-//! task count against its CPUs (overloaded: more tasks than CPUs; fully busy: as many; else
-//! spare capacity).  The busiest remote group is the busiest type, then the highest
-//! average load (overloaded, fully busy) or the fewest idle CPUs, then the most tasks
-//! (spare capacity).  It is balanced, and nothing moves, when the local group is busier,
-//! or when the busiest group is not overloaded and either holds a single task or has at
-//! most one idle CPU fewer than the local group.  Otherwise the busiest CPU of the busiest
-//! group (`find_busiest_queue()` for `migrate_task`: the most tasks, then the highest
-//! load) gives up a queued task if it has more than one, the first candidate there that
+//! In a domain it balances as `find_busiest_group()` and `calculate_imbalance()` do for an
+//! idle CPU.  The domain's groups are its child's spans (single CPUs at the lowest level),
+//! each classified by its task count against its CPUs (overloaded: more tasks than CPUs;
+//! fully busy: as many; else spare capacity).  The busiest remote group is the busiest type,
+//! then the highest average load (overloaded, fully busy) or the fewest idle CPUs, then the
+//! most tasks (spare capacity).  Nothing moves when the local group is busier, or when the
+//! busiest group is not overloaded and either holds a single task or has at most one idle
+//! CPU fewer than the local group, unless a level that prefers siblings (every level with
+//! a child) sees more than one task to even out.  A local group with spare capacity then
+//! fills it from an overloaded group beyond the LLC, or evens out the tasks (a level that
+//! prefers siblings, or single-CPU groups) or the idle CPUs, halved; across nodes a small
+//! imbalance stays (`adjust_numa_imbalance()`, v5.10's or v5.18's, with
+//! [`super::config::ForkNumaRule`], which the same change set made).  A busy local group
+//! pulls only towards the domain's average load.  The source is the busiest group's CPU
+//! with the most runnable tasks (by utilisation, when filling capacity), then the highest
+//! load; it gives up a queued task if it has more than one, the first candidate there that
 //! may run here and is not cache hot (`task_hot()`).
 //!
 //! Simplified: groups are classified by task count alone, without the utilisation and
 //! runnable tests of `group_classify()` (the kernel's recorded balances have no runnable
-//! average, and the utilisation test alone agreed less with them; `docs/oracle.md`); the
-//! imbalance arithmetic of `calculate_imbalance()` is not modelled beyond "at least one
-//! task", nor are misfit, asymmetric packing, `sg_imbalanced()`, active balance, or the
-//! escape that moves a hot task after repeated failures.
+//! average, and the utilisation test alone agreed less with them); how much load or
+//! utilisation moves is not modelled beyond "a task", nor are misfit, asymmetric packing,
+//! `sg_imbalanced()`, active balance, or the escape that moves a hot task after repeated
+//! failures.
 
+use super::config::ForkNumaRule;
 use super::cpuset::CpuSet;
 use super::engine::{PullCandidate, Pulled, Step};
 use super::rules::Rule;
+use super::slow_path::GroupType;
 use super::topology::{DomainLevel, SCHED_CAPACITY_SCALE};
 
 /// v5.10's threshold on `avg_idle`: `sysctl_sched_migration_cost`, 500 us by default.
@@ -61,15 +69,6 @@ pub struct NewidleInputs<'a> {
     pub drawn: Option<u64>,
 }
 
-/// `enum group_type`, the values a newly-idle balance tells apart here, in the kernel's
-/// order: a lower value is a less busy group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum GroupType {
-    HasSpare,
-    FullyBusy,
-    Overloaded,
-}
-
 /// The part of `struct sg_lb_stats` the decision reads.
 #[derive(Clone, Copy, Debug)]
 struct Group {
@@ -80,6 +79,10 @@ struct Group {
     /// `sum_h_nr_running`: tasks that can run (delayed sleepers left out).
     runnable: u32,
     idle_cpus: u32,
+    /// Distinct cores among its CPUs.
+    cores: u32,
+    load: u64,
+    capacity: u64,
     avg_load: u64,
     group_type: GroupType,
 }
@@ -202,12 +205,15 @@ impl Step<'_> {
         let mut seen = CpuSet::new();
         let mut local: Option<Group> = None;
         let mut busiest: Option<Group> = None;
+        let (mut total_load, mut total_capacity) = (0u64, 0u64);
         for member in span.iter() {
             if seen.contains(member) {
                 continue;
             }
             let g = self.lb_group(cpu, level, member);
             seen = seen.or(&g.cpus);
+            total_load = total_load.saturating_add(g.load);
+            total_capacity += g.capacity;
             if g.cpus.contains(cpu) {
                 local = Some(g);
             } else if g.runnable > 0 && busiest.is_none_or(|b| g.busier_than(&b)) {
@@ -217,20 +223,91 @@ impl Step<'_> {
         let (Some(local), Some(busiest)) = (local, busiest) else {
             return None;
         };
+        let sd_avg_load =
+            total_load.saturating_mul(SCHED_CAPACITY_SCALE as u64) / total_capacity.max(1);
+        // find_busiest_group()'s verdicts, then calculate_imbalance().
         if local.group_type > busiest.group_type {
             return None;
         }
-        if busiest.group_type != GroupType::Overloaded
+        if local.group_type == GroupType::Overloaded
+            && (local.avg_load >= busiest.avg_load
+                || local.avg_load >= sd_avg_load
+                || 100 * busiest.avg_load <= self.imbalance_pct(level) as u64 * local.avg_load)
+        {
+            return None;
+        }
+        // SD_PREFER_SIBLING: every level but NUMA sets it, so a level with a child spreads
+        // tasks over its groups by count.
+        let prefer_sibling = self.child_level(cpu, level).is_some();
+        let siblings = sibling_imbalance(&busiest, &local);
+        let spread = prefer_sibling && local.group_type == GroupType::HasSpare && siblings > 1;
+        if !spread
+            && busiest.group_type != GroupType::Overloaded
             && ((busiest.weight > 1 && local.idle_cpus <= busiest.idle_cpus + 1)
                 || busiest.runnable == 1)
         {
             return None;
         }
-        // find_busiest_queue(): the most runnable tasks, then the highest load.
+        let numa = level == DomainLevel::Machine && self.topo.is_numa();
+        let by_util = if local.group_type == GroupType::HasSpare {
+            // Fill the spare capacity from an overloaded group beyond the LLC.
+            if busiest.group_type > GroupType::FullyBusy
+                && !matches!(level, DomainLevel::Smt | DomainLevel::Llc)
+            {
+                true
+            } else {
+                let mut imb = if busiest.weight == 1 || prefer_sibling {
+                    siblings
+                } else {
+                    local.idle_cpus.saturating_sub(busiest.idle_cpus) as u64
+                };
+                match self.cfg.fork_numa_rule {
+                    // v5.10: halved, then nothing across nodes while the busiest runs two.
+                    ForkNumaRule::LocalIdle => {
+                        imb >>= 1;
+                        if numa && busiest.nr_running <= 2 {
+                            imb = 0;
+                        }
+                    }
+                    // v5.18+: adjust_numa_imbalance() with imb_numa_nr, then halved.
+                    ForkNumaRule::ImbNumaNr => {
+                        if numa
+                            // dst_running = the local group's tasks and the one to come.
+                            && u64::from(local.nr_running) < self.imb_numa_nr(cpu)
+                            && imb <= 2
+                        {
+                            imb = 0;
+                        }
+                        imb >>= 1;
+                    }
+                }
+                if imb == 0 {
+                    return None;
+                }
+                false
+            }
+        } else {
+            // migrate_load: only towards the domain's average load.
+            if local.avg_load >= busiest.avg_load || local.avg_load >= sd_avg_load {
+                return None;
+            }
+            false
+        };
+        // find_busiest_queue(): for tasks, the most runnable tasks; for utilisation, the
+        // busiest CPU with a task waiting; then the highest load.
         let src = busiest
             .cpus
             .iter()
-            .max_by_key(|&c| (self.runnable(c), self.snap(c).load, std::cmp::Reverse(c)))?;
+            .filter(|&c| !by_util || self.snap(c).nr_running > 1)
+            .max_by_key(|&c| {
+                let s = self.snap(c);
+                let first = if by_util {
+                    s.util as u64
+                } else {
+                    self.runnable(c) as u64
+                };
+                (first, s.load, std::cmp::Reverse(c))
+            })?;
         // load_balance() detaches only from a queue with a task besides the running one.
         if self.snap(src).nr_running < 2 || self.runnable(src) < 2 {
             return None;
@@ -254,31 +331,52 @@ impl Step<'_> {
             nr_running: 0,
             runnable: 0,
             idle_cpus: 0,
+            cores: 0,
+            load: 0,
+            capacity: 0,
             avg_load: 0,
             group_type: GroupType::HasSpare,
         };
-        let mut load = 0u64;
-        let mut capacity = 0u64;
         for c in cpus.iter() {
             let s = self.snap(c);
             g.nr_running += s.nr_running;
             g.runnable += self.runnable(c);
-            load = load.saturating_add(s.load);
-            capacity += self.capacity_of(c);
+            g.load = g.load.saturating_add(s.load);
+            g.capacity += self.capacity_of(c);
             if s.nr_running == 0 && !s.ttwu_pending {
                 g.idle_cpus += 1;
             }
+            // A core counts at its first CPU in the group.
+            g.cores += (self.topo.smt_mask(c).and(&cpus).first() == Some(c)) as u32;
         }
         g.group_type = match g.nr_running.cmp(&g.weight) {
             std::cmp::Ordering::Greater => GroupType::Overloaded,
             std::cmp::Ordering::Equal => GroupType::FullyBusy,
             std::cmp::Ordering::Less => GroupType::HasSpare,
         };
-        if g.group_type != GroupType::HasSpare && capacity > 0 {
-            g.avg_load = load.saturating_mul(SCHED_CAPACITY_SCALE as u64) / capacity;
-        }
+        g.avg_load = g.load.saturating_mul(SCHED_CAPACITY_SCALE as u64) / g.capacity.max(1);
         g
     }
+}
+
+/// `sibling_imbalance()` (v6.6+; before it, the same for groups of as many cores): the
+/// tasks to even out between the busiest and the local group, in proportion to their
+/// cores; 0 when the busiest runs nothing.
+fn sibling_imbalance(busiest: &Group, local: &Group) -> u64 {
+    let (b, l) = (u64::from(busiest.nr_running), u64::from(local.nr_running));
+    if b == 0 {
+        return 0;
+    }
+    let (cb, cl) = (
+        u64::from(busiest.cores.max(1)),
+        u64::from(local.cores.max(1)),
+    );
+    if cb == cl {
+        return b.saturating_sub(l);
+    }
+    let imb = (cl * b).saturating_sub(cb * l);
+    let imb = (2 * imb + cl + cb) / (cl + cb);
+    if imb <= 1 && l == 0 && b > 1 { 2 } else { imb }
 }
 
 #[cfg(test)]
@@ -428,5 +526,53 @@ mod tests {
         let d = e.newidle_balance(0, &cpus, &hot, &inputs(&[]));
         assert_eq!(d.pulled, None);
         assert_eq!(d.chain.names(), ["newidle_nothing_to_pull"]);
+    }
+
+    /// calculate_imbalance() across nodes (7.2.13 and 5.10.223): a node with spare capacity
+    /// keeps a pair of communicating tasks (adjust_numa_imbalance(): v5.10 while the busiest
+    /// node runs two; v5.18+ while the local node, with one more, runs no more than
+    /// imb_numa_nr and the imbalance is at most 2); a third task is worth pulling.
+    #[test]
+    fn a_node_keeps_a_pair_but_not_three() {
+        let topo = shape(2, 1, 2, 2);
+        let mut cpus = vec![CpuSnapshot::idle(); 8];
+        cpus[0].avg_idle_ns = 2_000_000;
+        cpus[4] = CpuSnapshot::busy(2);
+        let c = [cand(40, 4)];
+        for preset in ["v5.10", "mainline"] {
+            let mut e = engine(&topo, preset);
+            let d = e.newidle_balance(0, &cpus, &c, &inputs(&[]));
+            assert_eq!(d.pulled, None, "{preset}");
+        }
+        cpus[4] = CpuSnapshot::busy(3);
+        for preset in ["v5.10", "mainline"] {
+            let mut e = engine(&topo, preset);
+            let d = e.newidle_balance(0, &cpus, &c, &inputs(&[]));
+            assert_eq!(d.pulled.map(|p| p.src_cpu), Some(4), "{preset}");
+            assert_eq!(d.domain, Some(DomainLevel::Machine));
+        }
+    }
+
+    #[test]
+    fn siblings_are_evened_by_cores() {
+        let g = |nr_running: u32, cores: u32| Group {
+            cpus: CpuSet::new(),
+            weight: 2 * cores,
+            nr_running,
+            runnable: nr_running,
+            idle_cpus: 0,
+            cores,
+            load: 0,
+            capacity: 0,
+            avg_load: 0,
+            group_type: GroupType::HasSpare,
+        };
+        assert_eq!(sibling_imbalance(&g(0, 2), &g(0, 2)), 0);
+        assert_eq!(sibling_imbalance(&g(5, 2), &g(1, 2)), 4);
+        assert_eq!(sibling_imbalance(&g(1, 2), &g(3, 2)), 0);
+        // 4 tasks on 2 cores against none on 1: (2*(1*4 - 2*0) + 3) / 3 = 3.
+        assert_eq!(sibling_imbalance(&g(4, 2), &g(0, 1)), 3);
+        // 2 on 4 cores against none on 1: (2*2 + 5) / 5 = 1, raised to 2 for an empty group.
+        assert_eq!(sibling_imbalance(&g(2, 4), &g(0, 1)), 2);
     }
 }

@@ -25,10 +25,10 @@ use super::rules::Rule;
 use super::topology::{DomainLevel, SCHED_CAPACITY_SCALE};
 use super::types::{TaskState, WAKE_EXEC, WAKE_FORK};
 
-/// `enum group_type`, the values the wake-up path can meet, in the kernel's order: a lower
-/// value is a less busy group.
+/// `enum group_type`, the values the wake-up path and the newly-idle balance can meet, in the
+/// kernel's order: a lower value is a less busy group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum GroupType {
+pub(super) enum GroupType {
     HasSpare,
     FullyBusy,
     Overloaded,
@@ -360,7 +360,7 @@ impl Step<'_> {
     /// or `adjust_numa_imbalance()`'s setup (later) computes it: the domain above the LLC
     /// (the node here) allows one task per LLC it holds, or, with a single LLC, an eighth
     /// of its CPUs (at least one); one NUMA level scales it by nothing.
-    fn imb_numa_nr(&self, cpu: usize) -> u64 {
+    pub(super) fn imb_numa_nr(&self, cpu: usize) -> u64 {
         let node = self.topo.node_mask(cpu).count() as u64;
         let llc = self.topo.llc_size(cpu).max(1) as u64;
         let nr_llcs = node / llc;
