@@ -420,8 +420,12 @@ pub fn explain(r: &Resolved) -> ExplainReport {
             report.waker_after = Some(w.waker);
             report.decision = Some(d);
         }
-        Question::NewIdle { cpu, candidates } => {
-            let d = engine.newidle_pull(*cpu, &r.cpus, candidates);
+        Question::NewIdle {
+            cpu,
+            candidates,
+            gates,
+        } => {
+            let d = engine.newidle_balance(*cpu, &r.cpus, candidates, &gates.inputs());
             report.kind = "newidle";
             report.cpu = *cpu;
             report.pulled = d.pulled;
@@ -431,6 +435,7 @@ pub fn explain(r: &Resolved) -> ExplainReport {
                 cpus: &r.cpus,
                 cpu: *cpu,
                 candidates,
+                gates,
                 pulled: d.pulled,
             };
             report.chain = chain_steps(d.chain.iter(), |rule| view.state_of(rule));
@@ -833,6 +838,7 @@ struct NewIdleView<'a> {
     cpus: &'a [CpuSnapshot],
     cpu: usize,
     candidates: &'a [PullCandidate],
+    gates: &'a scenario::NewIdleGates,
     pulled: Option<Pulled>,
 }
 
@@ -858,6 +864,23 @@ impl NewIdleView<'_> {
             Rule::NewidlePullDespitePending => me,
             Rule::NewidleNothingToPull => {
                 format!("{} candidate(s), none eligible", self.candidates.len())
+            }
+            Rule::NewidleRootNotOverloaded => match self.gates.overloaded {
+                Some(_) => "rd->overload as given".into(),
+                None => "no CPU has two or more tasks".into(),
+            },
+            Rule::NewidleIdleTooShort => {
+                let avg_idle = self.cpus.get(self.cpu).map_or(0, |s| s.avg_idle_ns);
+                let costs = &self.gates.max_newidle_lb_cost;
+                format!(
+                    "cpu {} avg_idle={avg_idle} ns; max_newidle_lb_cost {}",
+                    self.cpu,
+                    if costs.is_empty() {
+                        "not given (0)".to_string()
+                    } else {
+                        format!("{costs:?} ns")
+                    }
+                )
             }
             _ => String::new(),
         }

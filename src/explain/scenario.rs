@@ -22,7 +22,9 @@
 //!   (`crate::policy::trace`).  A `sysfs` topology is a tree read through scx_utils (see
 //!   [`super::sysfs`]); a relative path is relative to the scenario file.
 //! - `task` + `wake` for a wake-up (or fork) placement, or `newidle` for the newly-idle
-//!   pull decision.
+//!   pull decision: `cpu`, and optionally `candidates`, and the kernel's other inputs
+//!   `overloaded`, `max_newidle_lb_cost` (ns, innermost domain first) and `drawn_domains`
+//!   (NI_RANDOM's draw).
 //! - `llc_state` omitted: the idle-core hints are taken from the snapshot (true exactly
 //!   where a whole idle core exists), the SIS_PROP scan cost starts at 0 and SIS_UTIL
 //!   derives its depth from the CPUs' `util`.
@@ -37,6 +39,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::policy::newidle::NewidleInputs;
 use crate::policy::trace::{check_cpu, check_task};
 use crate::policy::{
     Config, CpuSet, CpuSnapshot, CpuStates, LlcState, LlcStateInput, PolicySpec, PullCandidate,
@@ -62,6 +65,36 @@ pub struct NewIdleInput {
     /// with two or more runnable tasks (pid = 1000 * cpu + k, load 1024).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidates: Option<Vec<PullCandidate>>,
+    /// The root domain's overload flag.  Omitted: set when a CPU has two or more tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overloaded: Option<bool>,
+    /// `sd->max_newidle_lb_cost` of the CPU's domains, innermost first, ns (at most one a
+    /// domain).  Omitted or short: a domain costs nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub max_newidle_lb_cost: Vec<u64>,
+    /// NI_RANDOM's draw: the domains (indexes, innermost first) it lets balance.
+    /// Omitted: no draw, every domain may.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drawn_domains: Option<Vec<usize>>,
+}
+
+/// A newly-idle question's inputs besides the CPUs: [`NewidleInputs`] with owned costs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NewIdleGates {
+    pub overloaded: Option<bool>,
+    pub max_newidle_lb_cost: Vec<u64>,
+    pub drawn: Option<u64>,
+}
+
+impl NewIdleGates {
+    pub fn inputs(&self) -> NewidleInputs<'_> {
+        NewidleInputs {
+            overloaded: self.overloaded,
+            max_lb_cost_ns: &self.max_newidle_lb_cost,
+            drawn: self.drawn,
+            hot_escape: 0,
+        }
+    }
 }
 
 /// What the file's own policy must decide.
@@ -154,6 +187,7 @@ pub enum Question {
     NewIdle {
         cpu: usize,
         candidates: Vec<PullCandidate>,
+        gates: NewIdleGates,
     },
 }
 
@@ -235,9 +269,35 @@ impl Scenario {
                     }
                     None => derived_candidates(&cpus, &config)?,
                 };
+                let domains = topo.domains(ni.cpu).len();
+                if ni.max_newidle_lb_cost.len() > domains {
+                    return Err(format!(
+                        "newidle.max_newidle_lb_cost: {} values for CPU {}'s {domains} domain(s)",
+                        ni.max_newidle_lb_cost.len(),
+                        ni.cpu
+                    ));
+                }
+                let drawn = match &ni.drawn_domains {
+                    None => None,
+                    Some(d) => Some(d.iter().enumerate().try_fold(0u64, |m, (i, &d)| {
+                        if d < domains {
+                            Ok(m | 1 << d)
+                        } else {
+                            Err(format!(
+                                "newidle.drawn_domains[{i}]: domain {d}, beyond CPU {}'s {domains}",
+                                ni.cpu
+                            ))
+                        }
+                    })?),
+                };
                 Question::NewIdle {
                     cpu: ni.cpu,
                     candidates,
+                    gates: NewIdleGates {
+                        overloaded: ni.overloaded,
+                        max_newidle_lb_cost: ni.max_newidle_lb_cost.clone(),
+                        drawn,
+                    },
                 }
             }
             (None, Some(_), None) => {
