@@ -876,10 +876,55 @@ static struct oracle_newidle *newidle_in_progress(void)
 	return bpf_map_lookup_elem(&newidle_scratch, &zero);
 }
 
+/*
+ * How many of @cpu's fair tasks, the running one aside, task_hot() would let
+ * go: last run at least sysctl_sched_migration_cost (its default) before the
+ * rq's task clock as load_balance() will find it: the balancing CPU's clock,
+ * @now (rq->clock, set by its schedule() just before), is ahead of a remote
+ * rq's by the time since that rq's last update_rq_clock(), which the balance
+ * makes up before detaching, so the remote task clock is advanced by as
+ * much. detach_tasks() walks at most sysctl_sched_nr_migrate of
+ * them; so does this. Read without the rq's lock: a list that changes under
+ * us ends the walk early or miscounts one balance (accepted: the record says
+ * what the balance could see, not a promise). A global function, so that the
+ * verifier checks its loop once rather than at each CPU of the caller's (5.10
+ * refuses the program otherwise: over a million instructions).
+ */
+__noinline int count_cold(u32 cpu, u64 now)
+{
+	struct rq *rq = per_cpu_addr(ksym_runqueues, cpu);
+	void *head, *curr_se;
+	struct list_head *pos;
+	u32 k, cold = 0;
+	u64 clock;
+
+	if (!rq)
+		return 0;
+	head = (void *)rq + bpf_core_field_offset(struct rq, cfs_tasks);
+	curr_se = (void *)BPF_CORE_READ(rq, curr) + bpf_core_field_offset(struct task_struct, se);
+	clock = BPF_CORE_READ(rq, clock_task);
+	if ((s64)(now - BPF_CORE_READ(rq, clock)) > 0)
+		clock += now - BPF_CORE_READ(rq, clock);
+	pos = BPF_CORE_READ(rq, cfs_tasks.next);
+	for (k = 0; k < ORACLE_COLD_SCAN; k++) {
+		struct sched_entity *se;
+
+		if (!pos || (void *)pos == head)
+			break;
+		se = (void *)pos - bpf_core_field_offset(struct sched_entity, group_node);
+		if ((void *)se != curr_se &&
+		    (s64)(clock - BPF_CORE_READ(se, exec_start)) >= ORACLE_MIGRATION_COST_NS)
+			cold++;
+		pos = BPF_CORE_READ(pos, next);
+	}
+	return cold;
+}
+
 static __always_inline int newidle_enter(struct rq *rq)
 {
 	u32 zero = 0, i, n = nr_cpus;
 	struct oracle_newidle *r = bpf_map_lookup_elem(&newidle_scratch, &zero);
+	u64 now;
 	u32 *on = bpf_map_lookup_elem(&newidle_armed, &zero);
 	struct sched_domain *sd;
 
@@ -890,8 +935,10 @@ static __always_inline int newidle_enter(struct rq *rq)
 	r->avg_idle = BPF_CORE_READ(rq, avg_idle);
 	r->ttwu_pending = BPF_CORE_READ(rq, ttwu_pending) ? 1 : 0;
 	r->overloaded = rd_overloaded(rq);
+	now = BPF_CORE_READ(rq, clock);
 	r->ret = 0;
 	r->balanced_domains = 0;
+	r->hot_escape_domains = 0;
 	r->nr_pulled = 0;
 	r->pulled_pid = 0;
 	r->pulled_from = -1;
@@ -902,6 +949,8 @@ static __always_inline int newidle_enter(struct rq *rq)
 		if (!sd)
 			continue;
 		r->max_newidle_lb_cost[i] = BPF_CORE_READ(sd, max_newidle_lb_cost);
+		if (BPF_CORE_READ(sd, nr_balance_failed) > BPF_CORE_READ(sd, cache_nice_tries))
+			r->hot_escape_domains |= 1 << i;
 		r->nr_domains = i + 1;
 		sd = BPF_CORE_READ(sd, parent);
 	}
@@ -912,6 +961,8 @@ static __always_inline int newidle_enter(struct rq *rq)
 		if (i >= n)
 			break;
 		read_cpu(i, &r->cpus[i]);
+		/* Only a CPU with a task waiting has one to give. */
+		r->nr_cold[i] = r->cpus[i].nr_running > 1 ? count_cold(i, now) : 0;
 	}
 	*on = 1;
 	return 0;

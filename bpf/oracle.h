@@ -32,6 +32,10 @@ enum oracle_consts {
 	ORACLE_NEWIDLE_RING_BYTES = 16 << 20,
 	/* A balancing CPU's domains described (SMT, MC, PKG, NUMA ...). */
 	ORACLE_MAX_DOMAINS	= 6,
+	/* Tasks of a runqueue looked at for cache hotness (sysctl_sched_nr_migrate). */
+	ORACLE_COLD_SCAN	= 32,
+	/* sysctl_sched_migration_cost's default: task_hot()'s threshold, ns. */
+	ORACLE_MIGRATION_COST_NS = 500000,
 };
 
 /* A u32 field the running kernel does not have. */
@@ -149,10 +153,24 @@ struct oracle_newidle {
 	 * random; this says which it did.
 	 */
 	u8 balanced_domains;
+	/*
+	 * Bit i: domain i has failed periodic balancing more often than its
+	 * cache_nice_tries (sd->nr_balance_failed > sd->cache_nice_tries), so
+	 * can_migrate_task() moves a cache-hot task there too.
+	 */
+	u8 hot_escape_domains;
+	u8 pad[3];
 	u32 nr_pulled;		/* tasks moved to this CPU during the call */
 	s32 pulled_pid;		/* the first of them; 0 = none */
 	s32 pulled_from;	/* its CPU; -1 = none */
 	u32 nr_cpus;		/* entries of cpus[] filled */
+	/*
+	 * Per CPU, its fair tasks other than the running one that task_hot()
+	 * would let go: last run (se.exec_start) at least
+	 * ORACLE_MIGRATION_COST_NS before the rq's clock_task. At most
+	 * ORACLE_COLD_SCAN tasks of rq->cfs_tasks are looked at.
+	 */
+	u8 nr_cold[ORACLE_MAX_CPUS];
 	struct oracle_cpu cpus[ORACLE_MAX_CPUS];
 };
 

@@ -50,6 +50,10 @@ pub struct NewidleRecord {
     pub max_newidle_lb_cost: Vec<u64>,
     /// The domains (indexes into `max_newidle_lb_cost`) where load balancing ran.
     pub balanced_domains: Vec<usize>,
+    /// The domains where a cache-hot task may move too: periodic balancing there has
+    /// failed more often than the domain's `cache_nice_tries`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hot_escape_domains: Vec<usize>,
     /// The kernel has NI_RANDOM's draw (its `struct sched_domain` has `newidle_ratio`), so
     /// a domain the balance reached may have been skipped by chance; absent where unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,6 +85,11 @@ pub struct NewidleCpu {
     pub util_avg: u64,
     pub curr_is_idle: bool,
     pub ttwu_pending: bool,
+    /// Its fair tasks, the running one aside, that `task_hot()` lets go: last run at least
+    /// 500 us before the balance (of the first 32 on its list).  Absent where not recorded:
+    /// none counts as hot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold: Option<u32>,
 }
 
 impl NewidleCpu {
@@ -103,6 +112,7 @@ impl NewidleCpu {
             util_avg: c.util_avg,
             curr_is_idle: c.curr_is_idle,
             ttwu_pending: c.ttwu_pending,
+            cold: None,
         }
     }
 }
@@ -198,11 +208,23 @@ impl NewidleTally {
             ));
         }
         cpus[r.cpu].avg_idle_ns = r.avg_idle;
-        let candidates = crate::explain::scenario::derived_candidates(&cpus, cfg)?;
+        let mut candidates = crate::explain::scenario::derived_candidates(&cpus, cfg)?;
+        // A CPU's waiting tasks beyond its recorded cold ones are cache hot.
+        let mut seen = vec![0u32; cpus.len()];
+        for c in &mut candidates {
+            let k = &mut seen[c.src_cpu];
+            *k += 1;
+            c.cache_hot = r.cpus[c.src_cpu].cold.is_some_and(|cold| *k > cold);
+        }
         let mut engine = Engine::new(topo.clone(), *cfg).map_err(|e| e.to_string())?;
         let inputs = NewidleInputs {
             overloaded: r.overloaded,
             max_lb_cost_ns: &r.max_newidle_lb_cost,
+            hot_escape: r
+                .hot_escape_domains
+                .iter()
+                .filter(|&&d| d < 64)
+                .fold(0u64, |m, &d| m | 1 << d),
             drawn: (draw && r.ni_random == Some(true)).then(|| {
                 r.balanced_domains
                     .iter()
@@ -523,6 +545,26 @@ mod tests {
             text.contains("not replayed: 1 balances on a CPU whose domains are not the topology's"),
             "{text}"
         );
+    }
+
+    /// The recorded cold tasks decide which derived candidates are cache hot: CPU 2 runs
+    /// three (two waiting), none of them cold, so the LLC pulls nothing; one cold is enough.
+    #[test]
+    fn recorded_cold_tasks_make_the_rest_hot() {
+        let mut r = rec(0, false, &[1], None);
+        r.cpus[2].nr_running = 3;
+        r.cpus[2].cold = Some(0);
+        let (t, _) = tally(&[r.clone()]);
+        assert_eq!((t.engine_agrees, t.engine_pulls), (1, 0));
+        r.cpus[2].cold = Some(1);
+        r.pulled = Some(PulledTask { pid: 7, from: 2 });
+        let (t, _) = tally(&[r.clone()]);
+        assert_eq!((t.engine_agrees, t.engine_pulls), (1, 1));
+        // Hot, but the LLC has failed often enough to move it.
+        r.cpus[2].cold = Some(0);
+        r.hot_escape_domains = vec![1];
+        let (t, _) = tally(&[r]);
+        assert_eq!((t.engine_agrees, t.engine_pulls), (1, 1));
     }
 
     /// NI_RANDOM: the kernel reached its LLC with CPU 2 running three and balanced nowhere;

@@ -238,9 +238,16 @@ fn parse_newidle(data: &[u8]) -> Option<NewidleRecord> {
             pid: r.pulled_pid,
             from: r.pulled_from as usize,
         }),
+        hot_escape_domains: (0..domains)
+            .filter(|i| r.hot_escape_domains & (1 << i) != 0)
+            .collect(),
         cpus: r.cpus[..n]
             .iter()
-            .map(|c| NewidleCpu::of(&cpu_of(c)))
+            .zip(r.nr_cold)
+            .map(|(c, cold)| NewidleCpu {
+                cold: Some(u32::from(cold)),
+                ..NewidleCpu::of(&cpu_of(c))
+            })
             .collect(),
         ..NewidleRecord::default()
     })

@@ -67,6 +67,9 @@ pub struct NewidleInputs<'a> {
     /// NI_RANDOM's draw: bit `i` set when domain `i` (innermost first) may balance.  `None`:
     /// no draw (v5.10, or a kernel without NI_RANDOM); every domain may.
     pub drawn: Option<u64>,
+    /// Bit `i` set when domain `i` has failed periodic balancing more often than its
+    /// `cache_nice_tries`: `can_migrate_task()` moves a cache-hot task there too.
+    pub hot_escape: u64,
 }
 
 /// The part of `struct sg_lb_stats` the decision reads.
@@ -172,7 +175,10 @@ impl Step<'_> {
                 self.push(Rule::NewidleDomainNotDrawn);
                 continue;
             }
-            if let Some(p) = self.balance_domain(cpu, level, candidates) {
+            // task_hot() never holds a task within an SMT core (SD_SHARE_CPUCAPACITY).
+            let hot_moves =
+                level == DomainLevel::Smt || (i < 64 && inputs.hot_escape & (1 << i) != 0);
+            if let Some(p) = self.balance_domain(cpu, level, candidates, hot_moves) {
                 self.push(match level {
                     DomainLevel::Smt => Rule::NewidlePullDomainSmt,
                     DomainLevel::Llc => Rule::NewidlePullDomainLlc,
@@ -199,6 +205,7 @@ impl Step<'_> {
         cpu: usize,
         level: DomainLevel,
         candidates: &[PullCandidate],
+        hot_moves: bool,
     ) -> Option<Pulled> {
         let online = *self.topo.online();
         let span = self.topo.span(cpu, level).and(&online);
@@ -315,7 +322,9 @@ impl Step<'_> {
         let n = self.topo.nr_cpus();
         candidates
             .iter()
-            .find(|c| c.src_cpu == src && !c.cache_hot && c.allowed_or_all(n).contains(cpu))
+            .find(|c| {
+                c.src_cpu == src && (hot_moves || !c.cache_hot) && c.allowed_or_all(n).contains(cpu)
+            })
             .map(|c| Pulled {
                 pid: c.pid,
                 src_cpu: src,
@@ -413,6 +422,7 @@ mod tests {
             overloaded: Some(true),
             max_lb_cost_ns: costs,
             drawn: None,
+            hot_escape: 0,
         }
     }
 
@@ -574,5 +584,41 @@ mod tests {
         assert_eq!(sibling_imbalance(&g(4, 2), &g(0, 1)), 3);
         // 2 on 4 cores against none on 1: (2*2 + 5) / 5 = 1, raised to 2 for an empty group.
         assert_eq!(sibling_imbalance(&g(2, 4), &g(0, 1)), 2);
+    }
+
+    /// can_migrate_task() and task_hot() (7.2.13, 5.10.223): a task that ran within
+    /// sysctl_sched_migration_cost stays, except within an SMT core (`if (env->sd->flags &
+    /// SD_SHARE_CPUCAPACITY) return 0;`) and where the domain has failed more often than its
+    /// cache_nice_tries.
+    #[test]
+    fn a_hot_task_moves_only_within_its_core_or_after_failures() {
+        let (topo, mut cpus) = machine();
+        let hot = |pid, src| PullCandidate {
+            cache_hot: true,
+            ..cand(pid, src)
+        };
+        // CPU 1 (CPU 0's sibling) runs two: its waiting task moves although hot.
+        cpus[1].nr_running = 2;
+        let mut e = engine(&topo, "mainline");
+        let d = e.newidle_balance(0, &cpus, &[hot(10, 1)], &inputs(&[]));
+        assert_eq!(
+            (d.pulled.map(|p| p.src_cpu), d.domain),
+            (Some(1), Some(DomainLevel::Smt))
+        );
+        // CPU 2 (the other core) instead: hot, it stays.
+        cpus[1].nr_running = 1;
+        cpus[2].nr_running = 3;
+        let d = e.newidle_balance(0, &cpus, &[hot(20, 2)], &inputs(&[]));
+        assert_eq!(d.pulled, None);
+        // The LLC level has failed often enough: it moves.
+        let escape = NewidleInputs {
+            hot_escape: 0b010,
+            ..inputs(&[])
+        };
+        let d = e.newidle_balance(0, &cpus, &[hot(20, 2)], &escape);
+        assert_eq!(d.pulled.map(|p| p.src_cpu), Some(2));
+        // A cold task behind the hot one on the same CPU moves without any escape.
+        let d = e.newidle_balance(0, &cpus, &[hot(20, 2), cand(21, 2)], &inputs(&[]));
+        assert_eq!(d.pulled.map(|p| p.pid), Some(21));
     }
 }
