@@ -896,15 +896,16 @@ __noinline int count_cold(u32 cpu, u64 now)
 	void *head, *curr_se;
 	struct list_head *pos;
 	u32 k, cold = 0;
-	u64 clock;
+	u64 clock, rq_clock;
 
 	if (!rq)
 		return 0;
 	head = (void *)rq + bpf_core_field_offset(struct rq, cfs_tasks);
 	curr_se = (void *)BPF_CORE_READ(rq, curr) + bpf_core_field_offset(struct task_struct, se);
 	clock = BPF_CORE_READ(rq, clock_task);
-	if ((s64)(now - BPF_CORE_READ(rq, clock)) > 0)
-		clock += now - BPF_CORE_READ(rq, clock);
+	rq_clock = BPF_CORE_READ(rq, clock);
+	if ((s64)(now - rq_clock) > 0)
+		clock += now - rq_clock;
 	pos = BPF_CORE_READ(rq, cfs_tasks.next);
 	for (k = 0; k < ORACLE_COLD_SCAN; k++) {
 		struct sched_entity *se;

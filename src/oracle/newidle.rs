@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::newidle::NewidleInputs;
+use crate::policy::newidle::{NewidleInputs, entry_gate};
 use crate::policy::{Config, CpuSnapshot, Engine, Topology, TopologyInput};
 
 /// One newly-idle balance (`struct oracle_newidle` in bpf/oracle.h), as a JSON line.
@@ -176,29 +176,31 @@ pub struct NewidleTally {
     pub replayed_pulls: u64,
 }
 
-/// v5.10's first gate: `avg_idle < sysctl_sched_migration_cost` (500 us by default) ends the
-/// balance before any domain; in 6.1's source the innermost domain's cost stands in its place.
-const MIGRATION_COST_NS: u64 = 500_000;
+/// Domain indexes as a mask, bit `i` for domain `i` (indexes past 63 have no bit).
+fn domain_mask(domains: &[usize]) -> u64 {
+    domains
+        .iter()
+        .filter(|&&d| d < 64)
+        .fold(0, |m, &d| m | 1 << d)
+}
 
 impl NewidleTally {
-    /// The gates other than seed 2's, as the record's kernel has them.
-    fn gates_open(&self, r: &NewidleRecord) -> bool {
-        let v510 = super::preset_for_release(&r.release).0 == "v5.10.y";
+    /// The gates other than seed 2's, as the record's kernel (`cfg`) has them.
+    fn gates_open(r: &NewidleRecord, cfg: &Config) -> bool {
         r.overloaded == Some(true)
             && r.max_newidle_lb_cost
                 .first()
-                .is_some_and(|&c| r.avg_idle >= c)
-            && (!v510 || r.avg_idle >= MIGRATION_COST_NS)
+                .is_some_and(|&c| entry_gate(cfg, true, r.avg_idle, c).is_none())
     }
 
-    /// The engine's newly-idle decision on `r`'s CPUs and gates: the CPU it pulls from, if
-    /// any.  With `draw`, NI_RANDOM's draw is the kernel's (the domains it balanced).
+    /// The engine's newly-idle decision on `r`'s CPUs and gates, the CPU it pulls from if
+    /// any: with NI_RANDOM's draw the kernel's (the domains it balanced) and, where the
+    /// kernel has the draw, without it too.
     fn engine_pulls_from(
         r: &NewidleRecord,
         topo: &Topology,
         cfg: &Config,
-        draw: bool,
-    ) -> Result<Option<usize>, String> {
+    ) -> Result<(Option<usize>, Option<Option<usize>>), String> {
         let mut cpus: Vec<CpuSnapshot> = r.cpus.iter().map(NewidleCpu::snapshot).collect();
         if cpus.len() != topo.nr_cpus() {
             return Err(format!(
@@ -217,35 +219,35 @@ impl NewidleTally {
             c.cache_hot = r.cpus[c.src_cpu].cold.is_some_and(|cold| *k > cold);
         }
         let mut engine = Engine::new(topo.clone(), *cfg).map_err(|e| e.to_string())?;
-        let inputs = NewidleInputs {
+        let undrawn = NewidleInputs {
             overloaded: r.overloaded,
             max_lb_cost_ns: &r.max_newidle_lb_cost,
-            hot_escape: r
-                .hot_escape_domains
-                .iter()
-                .filter(|&&d| d < 64)
-                .fold(0u64, |m, &d| m | 1 << d),
-            drawn: (draw && r.ni_random == Some(true)).then(|| {
-                r.balanced_domains
-                    .iter()
-                    .filter(|&&d| d < 64)
-                    .fold(0u64, |m, &d| m | 1 << d)
-            }),
+            hot_escape: domain_mask(&r.hot_escape_domains),
+            drawn: None,
         };
-        Ok(engine
-            .newidle_balance(r.cpu, &cpus, &candidates, &inputs)
-            .pulled
-            .map(|p| p.src_cpu))
+        let mut pull = |inputs: &NewidleInputs| {
+            engine
+                .newidle_balance(r.cpu, &cpus, &candidates, inputs)
+                .pulled
+                .map(|p| p.src_cpu)
+        };
+        if r.ni_random != Some(true) {
+            return Ok((pull(&undrawn), None));
+        }
+        let drawn = NewidleInputs {
+            drawn: Some(domain_mask(&r.balanced_domains)),
+            ..undrawn
+        };
+        Ok((pull(&drawn), Some(pull(&undrawn))))
     }
 
     fn add(&mut self, r: &NewidleRecord, topo: &Topology, cfg: &Config) -> Result<(), String> {
         let kernel = r.pulled.map(|p| p.from);
         if topo.domains(r.cpu).len() == r.max_newidle_lb_cost.len() {
-            let engine = Self::engine_pulls_from(r, topo, cfg, true)?;
-            if r.ni_random == Some(true) {
+            let (engine, undrawn) = Self::engine_pulls_from(r, topo, cfg)?;
+            if let Some(undrawn) = undrawn {
                 self.drawn_balances += 1;
-                self.undrawn_agrees +=
-                    (Self::engine_pulls_from(r, topo, cfg, false)? == kernel) as u64;
+                self.undrawn_agrees += (undrawn == kernel) as u64;
             }
             self.replayed += 1;
             self.replayed_pulls += kernel.is_some() as u64;
@@ -258,7 +260,7 @@ impl NewidleTally {
         let balanced = !r.balanced_domains.is_empty();
         if r.ttwu_pending {
             self.pending += 1;
-            self.pending_gates_open += self.gates_open(r) as u64;
+            self.pending_gates_open += Self::gates_open(r, cfg) as u64;
             self.pending_balanced += balanced as u64;
         }
         if r.overloaded == Some(false) {
@@ -512,22 +514,23 @@ mod tests {
 
     #[test]
     fn the_other_gates_are_the_recorded_kernels() {
-        let t = NewidleTally::default();
+        // The gates of the record's kernel, as the tally finds its preset.
+        let open = |r: &NewidleRecord| {
+            let preset = super::super::preset_for_release(&r.release).0;
+            NewidleTally::gates_open(r, &Config::from_preset(preset).unwrap())
+        };
         let mut r = rec(0, true, &[], None);
         r.avg_idle = 200_000; // above the innermost domain's cost, below 500 us
-        assert!(t.gates_open(&r));
+        assert!(open(&r));
         r.release = "5.10.0-32-amd64".into();
-        assert!(
-            !t.gates_open(&r),
-            "v5.10 wants 500 us of expected idle time"
-        );
+        assert!(!open(&r), "v5.10 wants 500 us of expected idle time");
         r.avg_idle = 600_000;
-        assert!(t.gates_open(&r));
+        assert!(open(&r));
         r.overloaded = Some(false);
-        assert!(!t.gates_open(&r));
+        assert!(!open(&r));
         r.overloaded = Some(true);
         r.max_newidle_lb_cost = vec![700_000];
-        assert!(!t.gates_open(&r));
+        assert!(!open(&r));
     }
 
     #[test]

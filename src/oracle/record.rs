@@ -216,6 +216,11 @@ fn parse(data: &[u8]) -> Option<Sample> {
     })
 }
 
+/// The domains (indexes, innermost first) whose bits `mask` sets, of the first `n`.
+fn domain_list(mask: u8, n: usize) -> Vec<usize> {
+    (0..n.min(8)).filter(|i| mask & (1 << i) != 0).collect()
+}
+
 /// One newly-idle ring entry as a record (topology, release and sequence number are the
 /// writer's); `None` if it is not a whole one.
 fn parse_newidle(data: &[u8]) -> Option<NewidleRecord> {
@@ -230,17 +235,16 @@ fn parse_newidle(data: &[u8]) -> Option<NewidleRecord> {
         overloaded: (r.overloaded < 2).then_some(r.overloaded == 1),
         avg_idle: r.avg_idle,
         max_newidle_lb_cost: r.max_newidle_lb_cost[..domains].to_vec(),
-        balanced_domains: (0..intf::oracle_consts_ORACLE_MAX_DOMAINS as usize)
-            .filter(|i| r.balanced_domains & (1 << i) != 0)
-            .collect(),
+        balanced_domains: domain_list(
+            r.balanced_domains,
+            intf::oracle_consts_ORACLE_MAX_DOMAINS as usize,
+        ),
         nr_pulled: r.nr_pulled,
         pulled: (r.nr_pulled > 0 && r.pulled_from >= 0).then_some(PulledTask {
             pid: r.pulled_pid,
             from: r.pulled_from as usize,
         }),
-        hot_escape_domains: (0..domains)
-            .filter(|i| r.hot_escape_domains & (1 << i) != 0)
-            .collect(),
+        hot_escape_domains: domain_list(r.hot_escape_domains, domains),
         cpus: r.cpus[..n]
             .iter()
             .zip(r.nr_cold)

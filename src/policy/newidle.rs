@@ -42,7 +42,7 @@
 //! `sg_imbalanced()`, active balance, or the escape that moves a hot task after repeated
 //! failures.
 
-use super::config::ForkNumaRule;
+use super::config::{Config, ForkNumaRule};
 use super::cpuset::CpuSet;
 use super::engine::{PullCandidate, Pulled, Step};
 use super::rules::Rule;
@@ -70,6 +70,29 @@ pub struct NewidleInputs<'a> {
     /// Bit `i` set when domain `i` has failed periodic balancing more often than its
     /// `cache_nice_tries`: `can_migrate_task()` moves a cache-hot task there too.
     pub hot_escape: u64,
+}
+
+/// The gates a newly-idle balance meets before its first domain, seed 2's aside: the root
+/// domain's overload flag, then `avg_idle` against the version's threshold (500 us in
+/// v5.10, the innermost domain's `max_newidle_lb_cost` from v5.16) and against that
+/// domain's own cost, which v5.10's walk checks first thing.  The rule that stops the
+/// balance, or `None` when it goes on to balance.  The engine's balance and `oracle
+/// newidle`'s account of recorded ones both ask this.
+pub fn entry_gate(
+    cfg: &Config,
+    overloaded: bool,
+    avg_idle_ns: u64,
+    innermost_cost_ns: u64,
+) -> Option<Rule> {
+    if !overloaded {
+        return Some(Rule::NewidleRootNotOverloaded);
+    }
+    let threshold = if cfg.newidle_gate_on_domain_cost {
+        innermost_cost_ns
+    } else {
+        MIGRATION_COST_NS.max(innermost_cost_ns)
+    };
+    (avg_idle_ns < threshold).then_some(Rule::NewidleIdleTooShort)
 }
 
 /// The part of `struct sg_lb_stats` the decision reads.
@@ -139,29 +162,22 @@ impl Step<'_> {
                 return (None, None);
             }
         }
-        // Nothing waits anywhere: no CPU to pull from, and the search would cost its time.
         let overloaded = inputs.overloaded.unwrap_or_else(|| {
             self.topo
                 .online()
                 .iter()
                 .any(|c| self.snap(c).nr_running >= 2)
         });
-        if !overloaded {
-            self.push(Rule::NewidleRootNotOverloaded);
-            self.cnt.newidle_skipped_not_overloaded += 1;
-            return (None, None);
-        }
-        // The idle period is expected to be shorter than a search: do not delay the next
-        // wake-up with one.
+        // Nothing waits anywhere, or the idle period is expected to be shorter than a
+        // search: do not delay the next wake-up with one.
         let cost = |i: usize| inputs.max_lb_cost_ns.get(i).copied().unwrap_or(0);
-        let threshold = if self.cfg.newidle_gate_on_domain_cost {
-            cost(0)
-        } else {
-            MIGRATION_COST_NS
-        };
-        if s.avg_idle_ns < threshold {
-            self.push(Rule::NewidleIdleTooShort);
-            self.cnt.newidle_skipped_short_idle += 1;
+        if let Some(rule) = entry_gate(self.cfg, overloaded, s.avg_idle_ns, cost(0)) {
+            self.push(rule);
+            if rule == Rule::NewidleRootNotOverloaded {
+                self.cnt.newidle_skipped_not_overloaded += 1;
+            } else {
+                self.cnt.newidle_skipped_short_idle += 1;
+            }
             return (None, None);
         }
         let topo = self.topo;
