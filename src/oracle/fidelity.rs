@@ -397,28 +397,11 @@ pub(crate) fn share(n: usize, of: usize) -> String {
     }
 }
 
-/// A class of records: how many, on how many the engine's CPU is the kernel's, and on how
-/// many prev is (the policy that never moves a task, beside which the engine's figure is
-/// read).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct AgainstPrev {
-    pub records: usize,
-    pub engine: usize,
-    pub prev: usize,
-}
-
-impl AgainstPrev {
-    fn add(&mut self, engine: bool, prev: bool) {
-        self.records += 1;
-        self.engine += engine as usize;
-        self.prev += prev as usize;
-    }
-
-    fn merge(&mut self, o: &AgainstPrev) {
-        self.records += o.records;
-        self.engine += o.engine;
-        self.prev += o.prev;
-    }
+record_counts! {
+    /// A class of records: how many, on how many the engine's CPU is the kernel's, and on how
+    /// many prev is (the policy that never moves a task, beside which the engine's figure is
+    /// read).
+    AgainstPrev { records, engine, prev }
 }
 
 /// The agreement where it says something: overall, on the wake-ups the kernel kept on prev

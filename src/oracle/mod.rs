@@ -32,6 +32,32 @@ use crate::policy::{
 };
 pub use fidelity::{Discrimination, EstimateErrors, Fidelity, Inputs, StandInCosts};
 
+/// Declares a struct of counts over records: the first field counts the records, each other
+/// one the records where its condition held. `add` takes a record's conditions in field
+/// order; `merge` sums another file's counts in. The replay's tallies are all of this kind.
+macro_rules! record_counts {
+    ($(#[$attr:meta])* $name:ident { $records:ident $(, $(#[$fattr:meta])* $hit:ident)+ $(,)? }) => {
+        $(#[$attr])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+        pub struct $name {
+            pub $records: usize,
+            $($(#[$fattr])* pub $hit: usize,)+
+        }
+
+        impl $name {
+            fn add(&mut self, $($hit: bool),+) {
+                self.$records += 1;
+                $(self.$hit += $hit as usize;)+
+            }
+
+            fn merge(&mut self, o: &$name) {
+                self.$records += o.$records;
+                $(self.$hit += o.$hit;)+
+            }
+        }
+    };
+}
+
 /// `scx_wakelab oracle`: record the kernel's own placements, or compare them with the engine.
 #[derive(Debug, clap::Args)]
 #[command(
@@ -443,27 +469,10 @@ fn relation(cpu: usize, rec: &TraceRecord) -> &'static str {
     }
 }
 
-/// A seed's quantity on the recorded placements: how many records are cases of it, and in
-/// how many of them the kernel, and the engine replaying them, did what the seed is about.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct SeedRate {
-    pub cases: usize,
-    pub kernel: usize,
-    pub engine: usize,
-}
-
-impl SeedRate {
-    fn add(&mut self, kernel: bool, engine: bool) {
-        self.cases += 1;
-        self.kernel += kernel as usize;
-        self.engine += engine as usize;
-    }
-
-    fn merge(&mut self, o: &SeedRate) {
-        self.cases += o.cases;
-        self.kernel += o.kernel;
-        self.engine += o.engine;
-    }
+record_counts! {
+    /// A seed's quantity on the recorded placements: how many records are cases of it, and in
+    /// how many of them the kernel, and the engine replaying them, did what the seed is about.
+    SeedRate { cases, kernel, engine }
 }
 
 /// The seeds' own quantities, as the recorded kernel shows them and as the engine gives them
@@ -587,13 +596,8 @@ impl RaceTally {
 
     fn merge(&mut self, o: &RaceTally) {
         self.measured += o.measured;
-        for (a, b) in [
-            (&mut self.changed, &o.changed),
-            (&mut self.stable, &o.stable),
-        ] {
-            a.records += b.records;
-            a.agree += b.agree;
-        }
+        self.changed.merge(&o.changed);
+        self.stable.merge(&o.stable);
         self.disagree_on_changed_cpu += o.disagree_on_changed_cpu;
     }
 
@@ -617,18 +621,12 @@ impl RaceTally {
     }
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Tally {
-    pub records: usize,
-    pub agree: usize,
+record_counts! {
+    /// Records, and those where the engine chose the kernel's CPU.
+    Tally { records, agree }
 }
 
 impl Tally {
-    fn add(&mut self, same: bool) {
-        self.records += 1;
-        self.agree += same as usize;
-    }
-
     fn pct(&self) -> f64 {
         if self.records == 0 {
             0.0
@@ -873,8 +871,7 @@ pub fn compare_into(
     let mut estimates = EstimateErrors::default();
     for f in files {
         let c = compare_file(f, opts)?;
-        total.records += c.total.records;
-        total.agree += c.total.agree;
+        total.merge(&c.total);
         race.merge(&c.race);
         seeds.merge(&c.seeds);
         estimates.merge(&c.estimates);
