@@ -25,6 +25,9 @@ LMB=${LMB:-/opt/lmbench/bin}
 T=/sys/kernel/tracing
 EV=$T/events/sched/sched_migrate_task
 TRIG='hist:keys=comm,orig_cpu,dest_cpu:vals=hitcount:size=4096'
+WEV=$T/events/sched/sched_wakeup
+WTRIG='hist:keys=comm:vals=hitcount:size=4096'
+FEATURES=/sys/kernel/debug/sched/features
 NCPU=$(nproc)
 REP=0; SNAME=warmup
 
@@ -65,11 +68,25 @@ echo "LAB-META clock ${WAKELAB_CLOCK:-host}"
 echo "LAB-META params reps=$REPS hb_loops=$HB_LOOPS pipe_loops=$PIPE_LOOPS qperf_time=$QPERF_TIME latctx_enough=$LATCTX_ENOUGH latctx_procs=$LATCTX_PROCS mc_secs=$MC_SECS tb_secs=$TB_SECS"
 [ -n "$LATCTX_ARGS" ] && echo "LAB-META latctx_args $LATCTX_ARGS"
 [ -w "$EV/trigger" ] || echo "LAB-META warning no hist trigger for sched_migrate_task"
+[ -w "$WEV/trigger" ] || echo "LAB-META warning no hist trigger for sched_wakeup"
 [ "$(cat /proc/sys/kernel/sched_schedstats 2>/dev/null)" = 1 ] || echo 1 >/proc/sys/kernel/sched_schedstats 2>/dev/null
 
 # ---- counters around one run ------------------------------------------------------
-# schedstat: cpuN yld_count legacy sched_count sched_goidle ttwu_count ttwu_local rq_cpu_time run_delay pcount
-schedstat() { awk '/^cpu[0-9]/ { d += $9; r += $6 - $7 } END { printf "%.0f %.0f", d, r }' /proc/schedstat; }
+# schedstat: cpuN yld_count legacy sched_count sched_goidle ttwu_count ttwu_local rq_cpu_time run_delay pcount;
+# a domain line ends ttwu_wake_remote ttwu_move_affine ttwu_move_balance in every version.
+# Out: run delay, remote wake-ups, wake-ups, wake-ups wake_affine() moved to the waker's CPU.
+schedstat() {
+    awk '/^cpu[0-9]/ { d += $9; r += $6 - $7; w += $6 } /^domain/ { a += $(NF - 1) }
+         END { printf "%.0f %.0f %.0f %.0f", d, r, w, a }' /proc/schedstat
+}
+# Sched features for a block of the kernel's own scheduler (an eevdf setting's ARGS, e.g.
+# NO_DELAY_DEQUEUE); `features_undo` writes each one's opposite. Fails, having written
+# nothing more, at the first the kernel refuses.
+features_set() {
+    [ -w "$FEATURES" ] || mount -t debugfs none /sys/kernel/debug 2>/dev/null
+    for f in "$@"; do echo "$f" >"$FEATURES" 2>/dev/null || return 1; done
+}
+features_undo() { for f in "$@"; do case $f in NO_*) echo "${f#NO_}" ;; *) echo "NO_$f" ;; esac; done; }
 busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 ticks_of() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 }'; }
 # context switches of every thread of process $1 (the scheduler's own, not the workload's)
@@ -89,6 +106,7 @@ out() { echo "LAB r=$REP s=$SNAME w=$W p=$P m=$1 u=$2 v=$3"; }
 # counter around it; leaves its output in /tmp/run.out and its status in RC.
 measure() {
     echo "$TRIG" >"$EV/trigger" 2>/dev/null
+    echo "$WTRIG" >"$WEV/trigger" 2>/dev/null
     c0=$(awk '/^ctxt/ { print $2 }' /proc/stat); b0=$(busy_ticks)
     s0=$(schedstat); a0=""; w0=""; [ -n "$SPID" ] && { a0=$(ticks_of "$SPID"); w0=$(switches_of "$SPID"); }
     [ "$KIND" = wakelab ] && wl_snap /tmp/wl.a
@@ -101,12 +119,20 @@ measure() {
     a1=""; w1=""; [ -n "$SPID" ] && { a1=$(ticks_of "$SPID"); w1=$(switches_of "$SPID"); }
     cat "$EV/hist" >/tmp/hist 2>/dev/null
     echo "!$TRIG" >"$EV/trigger" 2>/dev/null
+    cat "$WEV/hist" >/tmp/whist 2>/dev/null
+    echo "!$WTRIG" >"$WEV/trigger" 2>/dev/null
     out wall_s s "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')"
     out ctxt count $((c1 - c0))
     out cpu_s s "$(awk -v a="$b0" -v b="$b1" 'BEGIN { printf "%.2f", (b - a) / 100 }')"
     set -- $s0 $s1
-    out run_delay_ns ns $(($3 - $1))
-    out remote_wakeups count $(($4 - $2))
+    out run_delay_ns ns $(($5 - $1))
+    out remote_wakeups count $(($6 - $2))
+    out wakeups count $(($7 - $3))
+    out affine_moves count $(($8 - $4))
+    # the workload's own wake-ups (comm in TASKS), as its migrations below
+    sed -n 's/.*comm: *\([^ }]*\) *} *hitcount: *\([0-9]*\).*/\1 \2/p' /tmp/whist |
+        awk -v tasks=" $TASKS " -v pre="LAB r=$REP s=$SNAME w=$W p=$P" '
+            index(tasks, " " $1 " ") { n += $2 } END { printf "%s m=task_wakeups u=count v=%d\n", pre, n }'
     [ -n "$a0" ] && [ -n "$a1" ] && out agent_cpu_s s "$(awk -v a="$a0" -v b="$a1" 'BEGIN { printf "%.2f", (b - a) / 100 }')"
     [ -n "$w0" ] && [ -n "$w1" ] && out sched_ctxt count $((w1 - w0))
     # migrations: all tasks but the scheduler's own threads (comm $SCOMM: a user-space
@@ -315,6 +341,12 @@ while [ $REP -le "$REPS" ]; do
         st=$(state)
         [ "$st" = disabled ] || echo "state $st before loading" | logl
         SPID=""; SCOMM=""; W=block; P=-
+        if [ "$KIND" = eevdf ] && [ -n "$SARGS" ] && ! features_set $SARGS; then
+            out status - features_failed
+            echo "sched features $SARGS refused: block skipped" | logl
+            features_set $(features_undo $SARGS)
+            continue
+        fi
         if [ "$KIND" != eevdf ]; then
             bin=$SNAME; [ "$KIND" = wakelab ] && bin=scx_wakelab
             SCOMM=$(echo "$bin" | cut -c1-15)
@@ -366,6 +398,7 @@ while [ $REP -le "$REPS" ]; do
             elif [ $rc -ne 0 ]; then out status - "exit_$rc"; tail -n 5 /tmp/sched.log | logl
             else out status - ok; fi
         else
+            [ -n "$SARGS" ] && features_set $(features_undo $SARGS)
             out status - ok
         fi
         dmesg -c 2>/dev/null | grep -iE 'sched_ext|stall|failed to run|BUG|Oops' | logl

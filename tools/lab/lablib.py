@@ -79,8 +79,9 @@ WORKLOADS = {
     "tbench": ("MB/s", "higher", "tbench_srv & tbench -t SECS -c client.txt NCLIENTS 127.0.0.1"),
 }
 
-# Setting -> (kind, scheduler arguments). Presets and single-flag flips of scx_wakelab:
-# each flip changes one flag against the setting it is compared with.
+# Setting -> (kind, arguments: the scheduler's, or an eevdf setting's sched features).
+# Presets and single-flag flips of scx_wakelab: each flip changes one flag against the
+# setting it is compared with.
 SETTINGS = {
     "eevdf": ("eevdf", ""),
     "wakelab": ("wakelab", "--preset mainline"),
@@ -95,7 +96,10 @@ SETTINGS = {
     "wakelab+ib+seed1": ("wakelab", "--preset mainline --idle-balance --set sync_requires_task_waker=true"),
     # seed 2 (Rik van Riel): mainline skips the newly-idle pull when a wakeup is pending
     "wakelab-seed2": ("wakelab", "--preset mainline --set newidle_skip_pending_wakeup=false"),
-    # seed 3 (Xuewen Yan / Tianchen Ding): v6.12 without delayed dequeue, with it, with the fix
+    # seed 3 (Xuewen Yan / Tianchen Ding): v6.12 without delayed dequeue, with it, with the fix;
+    # and the kernel's own effect: EEVDF with its DELAY_DEQUEUE feature off, beside eevdf (on
+    # since v6.12). An eevdf setting's arguments are sched features for its block.
+    "eevdf-nodd": ("eevdf", "NO_DELAY_DEQUEUE"),
     "v6.12-nodd": ("wakelab", "--preset v6.12 --set delayed_dequeue=false"),
     "v6.12": ("wakelab", "--preset v6.12"),
     "v6.12+seed3": ("wakelab", "--preset v6.12 --set sync_excludes_delayed=true"),
@@ -135,7 +139,7 @@ def plan_for(profile, topo, settings=None, workloads=None):
     def seed_settings(seed4):
         """The seed flips, the same in both profiles but for seed 4's workloads."""
         return [("wakelab+ib", seed1), ("wakelab+ib+seed1", seed1), ("wakelab-seed2", seed2)] + \
-            [(s, [("lat-ctx", "")]) for s in ("v6.12-nodd", "v6.12", "v6.12+seed3")] + \
+            [(s, [("lat-ctx", "")]) for s in ("v6.12-nodd", "v6.12", "v6.12+seed3", "eevdf-nodd")] + \
             [("ru-v5.10", seed4), ("ru-prev", seed4)]
 
     if profile == "quick":
@@ -143,7 +147,7 @@ def plan_for(profile, topo, settings=None, workloads=None):
         # the middle, so that reversing the order in even reps gives each the same mean
         # place in the boot (first after boot, memcached's flag-on side looked worse:
         # checks-notes.md)
-        plan = seed_settings(seed4)
+        plan = [("eevdf", [("lat-ctx", "")])] + seed_settings(seed4)
         at = [s for s, _ in plan].index("wakelab-seed2")
         plan.insert(at, ("wakelab", seed2))
     else:

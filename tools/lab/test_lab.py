@@ -227,6 +227,10 @@ class Plan(unittest.TestCase):
         self.assertIn(("seed1-qperf", "rps+hogs"), plan["wakelab+ib"])
         for s in ("wakelab-seed2", "v6.12-nodd", "v6.12", "v6.12+seed3", "ru-v5.10", "ru-prev"):
             self.assertIn(s, plan)
+        # seed 3's kernel side: EEVDF with and without its own delayed dequeue, same lat_ctx
+        self.assertEqual(plan["eevdf"], [("lat-ctx", "")])
+        self.assertEqual(plan["eevdf-nodd"], [("lat-ctx", "")])
+        self.assertEqual(lablib.SETTINGS["eevdf-nodd"], ("eevdf", "NO_DELAY_DEQUEUE"))
         self.assertNotIn("scx_rustland", plan)
 
     def test_one_node_has_no_seed1(self):
@@ -331,6 +335,19 @@ def seed3_rows(fix_affine=90, fix_mig=10):
                      row(s, "lat-ctx", "", rep, "wl:nr_wakeups_affine_attempts", 100),
                      row(s, "lat-ctx", "", rep, "wl:nr_wakeups", 1000),
                      row(s, "lat-ctx", "", rep, "task_migrations", mig)]
+    return rows
+
+
+def kernel_dd_rows(dd_mig=(100, 100), nodd_mig=(100, 100), dd_aff=50, nodd_aff=50):
+    """EEVDF's lat_ctx with (eevdf) and without (eevdf-nodd) DELAY_DEQUEUE, a rep a
+    migration count, 1000 lat_ctx wake-ups a rep."""
+    rows = []
+    for rep in (1, 2):
+        for s, mig, aff in (("eevdf", dd_mig[rep - 1], dd_aff), ("eevdf-nodd", nodd_mig[rep - 1], nodd_aff)):
+            rows += [row(s, "lat-ctx", "", rep, "task_migrations", mig),
+                     row(s, "lat-ctx", "", rep, "task_wakeups", 1000),
+                     row(s, "lat-ctx", "", rep, "affine_moves", aff),
+                     row(s, "lat-ctx", "", rep, "wakeups", 1200)]
     return rows
 
 
@@ -458,6 +475,37 @@ class SeedChecks(unittest.TestCase):
         v = verdicts(checks.seed3(seed3_rows(fix_mig=400)))
         self.assertFalse(v["seed3_fix_restores_migrations"])
         self.assertTrue(v["seed3_fix_restores_affine_rate"])
+
+    def test_seed3_judged_against_the_kernel_where_it_ran(self):
+        # no eevdf-nodd (refused, or not planned): only the paper's four, each saying so
+        res = checks.seed3(seed3_rows())
+        self.assertEqual(len(res), 4)
+        self.assertTrue(all(d.startswith("against the paper") for _, _, d in res))
+        # ours (v6.12-nodd -> v6.12+seed3) moves neither rate, nor does the kernel: both pass
+        v = verdicts(checks.seed3(seed3_rows() + kernel_dd_rows()))
+        self.assertTrue(v["seed3_with_fix_migrations_as_kernel"])
+        self.assertTrue(v["seed3_with_fix_affine_as_kernel"])
+        # the kernel's migrations rise with its delayed dequeue and ours do not: fail
+        v = verdicts(checks.seed3(seed3_rows() + kernel_dd_rows(dd_mig=(300, 310))))
+        self.assertFalse(v["seed3_with_fix_migrations_as_kernel"])
+        self.assertTrue(v["seed3_with_fix_affine_as_kernel"])
+        # ours rises with the kernel's: pass
+        v = verdicts(checks.seed3(seed3_rows(fix_mig=30) + kernel_dd_rows(dd_mig=(300, 310))))
+        self.assertTrue(v["seed3_with_fix_migrations_as_kernel"])
+        # a kernel rise within its reps' spread is none, and ours, flat, matches it
+        v = verdicts(checks.seed3(seed3_rows() + kernel_dd_rows(dd_mig=(100, 400), nodd_mig=(120, 90))))
+        self.assertTrue(v["seed3_with_fix_migrations_as_kernel"])
+        line = [x for x in checks.check_lines(checks.seed3(seed3_rows() + kernel_dd_rows(dd_aff=10)))
+                if "with_fix_affine" in x][0]
+        self.assertIn("CHECK FAIL", line)
+        self.assertIn("against the kernel in this VM", line)
+        self.assertIn("kernel no DD [4.2%,4.2%] -> DD [0.8%,0.8%] (falls)", line)
+
+    def test_direction_is_beyond_the_reps_spread(self):
+        self.assertEqual(checks.direction([0.10, 0.12], [0.11, 0.13]), 0)
+        self.assertEqual(checks.direction([0.10, 0.11], [0.20, 0.21]), 1)
+        self.assertEqual(checks.direction([0.20, 0.21], [0.10, 0.11]), -1)
+        self.assertIsNone(checks.direction([0.1], [0.2, 0.3]))
 
     def test_seed3_migrations_are_per_wakeup(self):
         # the fixed setting switched twice as often: twice the migrations at the same rate
