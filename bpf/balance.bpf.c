@@ -6,21 +6,24 @@
  * queued tasks to idle CPUs, BPF does itself, because a round trip to the
  * agent would leave the CPU idle meanwhile:
  * - the newly-idle pull (newidle_balance()): a CPU with nothing to run
- *   takes a task waiting in the DSQ of the busiest CPU of its LLC, then of
- *   its node, as fair.c's newidle balance does; seed 2's skip while a
- *   wake-up is on its way here is the agent's to switch
- *   (wl_shared.newidle_skip_pending);
+ *   decides whether and whence to pull by the engine's rule, which
+ *   bpf/newidle_rule.h carries in C (the agent hands over its config and
+ *   the topology: wl_shared.newidle_rule, cpu_topo), and takes a task
+ *   waiting in that CPU's DSQ; seed 2's skip while a wake-up is on its way
+ *   here is part of the rule;
  * - the idle balance (--idle-balance, off by default: idle_balance_kick(),
  *   idle_balance()): a busy CPU's tick kicks the nearest idle CPU, which
- *   pulls as above and also from an overloaded node;
+ *   takes from the busiest DSQ of its LLC, then its node, then any node
+ *   (its own rule, not the engine's: the engine has no such balance);
  * - the own-wakee wait (--newidle-wait-own-wakee, off by default): a CPU
  *   leaves its newly-idle pull undone while its own sync wakee waits for the
  *   agent (the mark is set in wakeups.bpf.c when the wake-up is sent, and
  *   cleared in decisions.bpf.c when its decision is carried out).
  * Only tasks queued in a CPU's own DSQ are pulled (the agent's decisions for
  * busy CPUs, and requeues); a task parked for the agent's decision is the
- * agent's. Where this differs from the engine's rule (Engine::newidle_pull
- * in src/policy/engine.rs) is listed in that function's documentation.
+ * agent's. Where the newly-idle pull differs from the engine's
+ * (Engine::newidle_pull in src/policy/engine.rs) is listed in that
+ * function's documentation.
  *
  * Accepted races: the busiest queue is chosen from hints and unlocked
  * counts, and the task may be gone when the pull tries it (the move fails,
@@ -91,8 +94,8 @@ static enum pull_scope cpu_scope(u32 cpu, u32 other)
 }
 
 /*
- * The CPU other than @cpu with the most tasks waiting in its DSQ, within
- * @scope of @cpu; -1 if none. Like fair.c's
+ * The idle balance's source: the CPU other than @cpu with the most tasks
+ * waiting in its DSQ, within @scope of @cpu; -1 if none. Like fair.c's
  * busiest-queue search it only considers CPUs that have more to run than
  * one task (nr_running > 1): a task waiting in the DSQ of a CPU that runs
  * nothing else, or only the agent (which yields as soon as it has placed
@@ -126,10 +129,10 @@ static s32 busiest_queue(s32 cpu, enum pull_scope scope)
 /*
  * Move to @cpu the first task of @src's DSQ that may run on @cpu and is not
  * cache hot (fair.c's can_migrate_task() without its give-up-after-failures
- * escape). Returns true if a task was moved. @newidle says which counter a
- * cache-hot task counts in.
+ * escape; within an SMT core, @hot_ok, no task is hot). Returns true if a
+ * task was moved. @newidle says which counter a cache-hot task counts in.
  */
-static bool pull_from(s32 cpu, s32 src, u64 now, bool newidle)
+static bool pull_from(s32 cpu, s32 src, u64 now, bool newidle, bool hot_ok)
 {
 	struct task_struct *p;
 
@@ -138,7 +141,7 @@ static bool pull_from(s32 cpu, s32 src, u64 now, bool newidle)
 
 		if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
 			continue;
-		if (tctx && tctx->last_stop_ns &&
+		if (!hot_ok && tctx && tctx->last_stop_ns &&
 		    time_delta(now, tctx->last_stop_ns) < WL_MIGRATION_COST_NS) {
 			if (newidle)
 				__sync_fetch_and_add(&nr_newidle_cache_hot, 1);
@@ -168,20 +171,67 @@ static bool wakeup_coming(s32 cpu)
 	return (rq && rq->ttwu_pending) || (pending && READ_ONCE(*pending));
 }
 
+#define NI_FOR(i, lo, hi)	bpf_for(i, lo, hi)
+#define NI_NR_CPUS		(nr_cpu_ids < WL_MAX_CPUS ? nr_cpu_ids : WL_MAX_CPUS)
+#define NI_CONFIG		(&wl_shared.newidle_rule)
+#define NI_SUBPROG		__noinline
+#include "newidle_rule.h"
+
 /*
- * @cpu has nothing to run: the analogue of fair.c's newidle balance. Pull a
- * task queued for the busiest CPU of our LLC, else of our node, unless a
- * wake-up is already on its way here and the agent's config says to skip
- * then (seed 2: "There is a task waiting to run. No need to search for
- * one."). Returns true if a task was pulled. Where this differs from the
- * engine's rule (Engine::newidle_pull, used by sim and explain) is listed
- * in one place, that function's documentation.
+ * bpf/newidle_rule.h's inputs: each CPU as the agent's snapshot describes it
+ * (src/live/placement.rs), read live, so one decision may see a CPU change
+ * between two reads, as fair.c's unlocked reads of remote runqueues may. A
+ * decision of the agent's not yet carried out counts as a task on its CPU,
+ * except on the CPU balancing: it is going idle, and such a decision is the
+ * wake-up seed 2's skip waits for.
+ */
+static __always_inline bool ni_read(s32 cpu, struct ni_cpu *out)
+{
+	struct cpu_state *cs;
+	struct wl_cpu_topo *t;
+	struct rq *rq;
+	u32 *inflight, flying, n;
+
+	if (!cpu_valid(cpu))
+		return false;
+	cs = cpu_state_of(cpu);
+	t = MEMBER_VPTR(wl_shared, .cpu_topo[cpu]);
+	inflight = MEMBER_VPTR(wl_shared, .inflight[cpu]);
+	rq = bpf_per_cpu_ptr(&runqueues, cpu);
+	if (!cs || !t || !inflight || !rq)
+		return false;
+	flying = READ_ONCE(*inflight);
+	n = cpu == bpf_get_smp_processor_id() ? 0 : nr_runnable_on(cpu, cs->curr_pid) + flying;
+	out->load = cs->est_load_avg + (u64)flying * 1024;
+	out->util = cs->est_util_avg;
+	out->capacity = t->capacity;
+	out->avg_idle_ns = cs->avg_idle_ns;
+	out->online = t->online;
+	out->nr_running = n;
+	out->runnable = n;	/* BPF queues no delayed sleeper */
+	out->ttwu_pending = rq->ttwu_pending;
+	out->in_flight = flying > 0;
+	out->levels = t->levels;
+	out->first[0] = t->first[0];
+	out->first[1] = t->first[1];
+	out->first[2] = t->first[2];
+	out->imb_numa_nr = t->imb_numa_nr;
+	return true;
+}
+
+/*
+ * @cpu has nothing to run: fair.c's newly-idle balance, by the engine's rule
+ * (bpf/newidle_rule.h). Where the CPU it names has no task this CPU may take
+ * (all cache hot, pinned elsewhere, or already in its local queue), the
+ * balance goes on from the next domain, as load_balance() failing does.
+ * Returns true if a task was pulled.
  */
 static bool newidle_balance(s32 cpu, u64 now)
 {
-	bool wakeup_pending = wakeup_coming(cpu);
+	struct ni_result res = { .src = -1 };
+	u32 from = 0;
 	u64 *own;
-	s32 src;
+	s32 k;
 
 	if (!READ_ONCE(wl_shared.newidle_pull))
 		return false;
@@ -190,25 +240,38 @@ static bool newidle_balance(s32 cpu, u64 now)
 		__sync_fetch_and_add(&nr_newidle_wait_own_wakee, 1);
 		return false;
 	}
-	if (wakeup_pending) {
-		if (READ_ONCE(wl_shared.newidle_skip_pending)) {
-			__sync_fetch_and_add(&nr_newidle_skipped_pending, 1);
-			return false;
+	bpf_for(k, 0, WL_DOM_NR) {
+		ni_decide(cpu, from, &res);
+		if (res.verdict != NI_PULL)
+			break;
+		if (pull_from(cpu, res.src, now, true, res.level == WL_DOM_SMT)) {
+			__sync_fetch_and_add(&nr_newidle_pulls, 1);
+			if (res.pending) {
+				__sync_fetch_and_add(&nr_newidle_search_despite_pending, 1);
+				__sync_fetch_and_add(&nr_newidle_pull_despite_pending, 1);
+			}
+			return true;
 		}
-		/* What seed 2 removes: looking at all, whether or not a
-		 * task is then found. */
-		__sync_fetch_and_add(&nr_newidle_search_despite_pending, 1);
+		from = res.level + 1;
+		res.verdict = NI_NOTHING;
 	}
-	src = busiest_queue(cpu, PULL_SAME_LLC);
-	if (src < 0)
-		src = busiest_queue(cpu, PULL_SAME_NODE);
-	if (src >= 0 && pull_from(cpu, src, now, true)) {
-		__sync_fetch_and_add(&nr_newidle_pulls, 1);
-		if (wakeup_pending)
-			__sync_fetch_and_add(&nr_newidle_pull_despite_pending, 1);
-		return true;
+	switch (res.verdict) {
+	case NI_SKIP_PENDING:
+	case NI_SKIP_IN_FLIGHT:
+		__sync_fetch_and_add(&nr_newidle_skipped_pending, 1);
+		break;
+	case NI_NOT_OVERLOADED:
+		__sync_fetch_and_add(&nr_newidle_skipped_not_overloaded, 1);
+		break;
+	case NI_IDLE_TOO_SHORT:
+		__sync_fetch_and_add(&nr_newidle_skipped_short_idle, 1);
+		break;
+	default:
+		/* What seed 2 removes: a search while a wake-up is on its way. */
+		if (res.pending)
+			__sync_fetch_and_add(&nr_newidle_search_despite_pending, 1);
+		__sync_fetch_and_add(&nr_newidle_nothing, 1);
 	}
-	__sync_fetch_and_add(&nr_newidle_nothing, 1);
 	return false;
 }
 
@@ -307,7 +370,7 @@ static bool idle_balance(s32 cpu, u64 now)
 		if (src >= 0 && !node_is_overloaded(wl_shared.cpu_node[src & (WL_MAX_CPUS - 1)]))
 			src = -1;
 	}
-	if (src >= 0 && pull_from(cpu, src, now, false)) {
+	if (src >= 0 && pull_from(cpu, src, now, false, false)) {
 		__sync_fetch_and_add(&nr_idle_balance_pulls, 1);
 		return true;
 	}

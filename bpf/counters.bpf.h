@@ -68,11 +68,14 @@ volatile u64 nr_select_task_ctx, nr_select_softirq_ctx, nr_select_hardirq_ctx;
  * with nothing to run took a task queued for another CPU; skipped because a
  * wake-up was pending for it (seed 2); pulled although one was pending (flag
  * off); found nothing to pull; a cache-hot task left where it waits;
- * searched although a wake-up was pending (flag off), pull or not.
+ * searched although a wake-up was pending (flag off), pull or not; not
+ * searched because no CPU had a task waiting (the root domain not
+ * overloaded) or the CPU's idle periods are too short (avg_idle).
  */
 volatile u64 nr_newidle_pulls, nr_newidle_skipped_pending,
 	     nr_newidle_pull_despite_pending, nr_newidle_nothing,
-	     nr_newidle_cache_hot, nr_newidle_search_despite_pending;
+	     nr_newidle_cache_hot, nr_newidle_search_despite_pending,
+	     nr_newidle_skipped_not_overloaded, nr_newidle_skipped_short_idle;
 /*
  * Idle balance (idle_balance_kick()): idle CPUs kicked by a busy CPU's tick;
  * kicked CPUs that pulled a task, found nothing to pull, left a cache-hot

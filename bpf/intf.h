@@ -122,6 +122,13 @@ enum wakelab_consts {
 };
 
 /*
+ * cpu_state.avg_idle_ns: where it starts and what one idle period adds at
+ * most, the agent's figures for its own average (src/live/placement.rs).
+ */
+#define WL_AVG_IDLE_START_NS	1000000ULL
+#define WL_AVG_IDLE_MAX_NS	8000000ULL
+
+/*
  * A handoff slot's word: (seq << WL_HANDOFF_SEQ_SHIFT) | (cpu <<
  * WL_HANDOFF_CPU_SHIFT) | state, where seq is the wake-up's handoff sequence
  * number (wakeup_msg.handoff_seq, from 1; its low 46 bits) and cpu the
@@ -287,6 +294,13 @@ struct cpu_state {
 	u64 idle_since_ns;	/* start of the current idle period, 0 if busy */
 	u64 last_idle_ns;	/* length of the last finished idle period */
 	u64 last_idle_end_ns;	/* when it ended (SIS_PROP's wake_avg_idle stamp) */
+	/*
+	 * rq->avg_idle's way with the idle periods: update_avg() of each, at
+	 * most WL_AVG_IDLE_MAX_NS, from WL_AVG_IDLE_START_NS (as the agent
+	 * keeps its own from last_idle_ns; this one misses none). The newly-idle
+	 * rule's entry gate reads it.
+	 */
+	u64 avg_idle_ns;
 	u64 refreshed_ns;	/* when the rq fields below were copied */
 	/*
 	 * When the last task of ours stopped here, 0 while one runs (the agent
@@ -317,6 +331,40 @@ struct cpu_state {
 	 */
 	u64 est_load_avg;
 	u64 est_util_avg;
+};
+
+/*
+ * The newly-idle decision BPF takes from the agent (bpf/newidle_rule.h, the
+ * engine's src/policy/newidle.rs in C): levels of sched domains, as bits,
+ * innermost first ...
+ */
+enum wl_domain_level {
+	WL_DOM_SMT,
+	WL_DOM_LLC,
+	WL_DOM_NODE,
+	WL_DOM_MACHINE,
+	WL_DOM_NR,
+};
+
+/* ... one CPU's place among them ... */
+struct wl_cpu_topo {
+	u32 online;
+	u32 levels;		/* bit WL_DOM_*: it has a domain at that level */
+	u32 first[3];		/* the lowest online CPU of its core, LLC, node */
+	u32 imb_numa_nr;	/* sd->imb_numa_nr of its NUMA domain */
+	u32 capacity;		/* capacity_of(), 1024 = full */
+	u32 pad;
+};
+
+/* ... and the engine's configuration as the rule reads it. */
+struct wl_newidle_rule {
+	u32 skip_pending;	/* seed 2: not while a wake-up is on its way */
+	u32 numa_imb_nr;	/* adjust_numa_imbalance(): 0 v5.10's, 1 v5.18's */
+	u32 imbalance_pct_smt;
+	u32 imbalance_pct_llc;
+	u32 is_numa;
+	u32 pad;
+	u64 avg_idle_min_ns;	/* the entry gate on rq->avg_idle */
 };
 
 /*
@@ -383,15 +431,19 @@ struct wl_shared {
 	/* Owner agent: send WL_MSG_SLEEP events (delayed-dequeue emulation). */
 	u32 report_sleeps;
 	/*
-	 * Owner agent, from its engine config: newly-idle pull at all, and skip
-	 * it while a wake-up is pending (seed 2, e5e678e4). BPF pulls itself:
-	 * a round trip to the agent would leave the CPU idle.
+	 * Owner agent, from its engine config: newly-idle pull at all, and the
+	 * rule it follows (seed 2's skip while a wake-up is pending among it).
+	 * BPF decides and pulls itself: a round trip to the agent would leave
+	 * the CPU idle. Written whenever the config changes; BPF reads a field
+	 * at a time, so a decision may mix an old and a new config once.
 	 */
 	u32 newidle_pull;
-	u32 newidle_skip_pending;
-	/* Owner agent, set once before attach: each CPU's LLC and node. */
+	struct wl_newidle_rule newidle_rule;
+	/* Owner agent, set once before attach: each CPU's LLC and node ... */
 	u32 cpu_llc[WL_MAX_CPUS];
 	u32 cpu_node[WL_MAX_CPUS];
+	/* ... and its place in the sched domains, for the newly-idle rule. */
+	struct wl_cpu_topo cpu_topo[WL_MAX_CPUS];
 	/*
 	 * Shared, atomic adds only: decisions for each CPU not yet carried out.
 	 * The agent adds one per decision; BPF subtracts it when the task is

@@ -564,8 +564,16 @@ void BPF_STRUCT_OPS(wakelab_update_idle, s32 cpu, bool idle)
 		}
 	} else {
 		if (cs->idle_since_ns) {
-			cs->last_idle_ns = now - cs->idle_since_ns;
+			s64 avg = cs->avg_idle_ns ? cs->avg_idle_ns : WL_AVG_IDLE_START_NS;
+			u64 idle = now - cs->idle_since_ns;
+
+			cs->last_idle_ns = idle;
 			cs->last_idle_end_ns = now;
+			/* update_avg(), as fair.c keeps rq->avg_idle */
+			if (idle > WL_AVG_IDLE_MAX_NS)
+				idle = WL_AVG_IDLE_MAX_NS;
+			avg += ((s64)idle - avg) / 8;
+			cs->avg_idle_ns = avg > 0 ? avg : 1;
 		}
 		cs->idle = 0;
 		cs->idle_since_ns = 0;

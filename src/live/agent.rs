@@ -33,6 +33,7 @@ use scx_utils::{
 };
 use scx_wakelab::bpf_load;
 use scx_wakelab::exit::BadInput;
+use scx_wakelab::policy::newidle;
 
 use super::bpf_skel::*;
 use super::placement::{Outcome, Placer};
@@ -330,7 +331,7 @@ impl<'a> Agent<'a> {
             let llc_node: Vec<(u32, u32)> = (0..topo.nr_cpus())
                 .map(|c| topo.desc(c).map_or((0, 0), |d| (d.llc, d.node)))
                 .collect();
-            protocol::set_topology(bss, &llc_node, home);
+            protocol::set_topology(bss, &llc_node, &newidle::rule_topology(topo), home);
         }
         push_policy_to_bpf(&mut skel, &placer);
 
@@ -758,18 +759,19 @@ fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
 
 /// BPF's newly-idle pull (bpf/balance.bpf.c, newidle_balance()) is always on:
 /// fair.c balances every CPU that goes idle, and no preset or flag turns that
-/// off. Seed 2's flag only skips the pull while a wake-up is on its way, and
-/// travels separately (`newidle_skip_pending_wakeup`).
+/// off. It decides by the engine's rule (bpf/newidle_rule.h), whose config
+/// (seed 2's flag among it) travels with every change of the engine's.
 const NEWIDLE_PULL: bool = true;
 
 /// The parts of the policy that BPF carries out itself.
 fn push_policy_to_bpf(skel: &mut BpfSkel, placer: &Placer) {
     if let Some(bss) = skel.maps.bss_data.as_mut() {
+        let engine = placer.engine();
         protocol::set_policy(
             bss,
             placer.wants_sleep_events(),
             NEWIDLE_PULL,
-            placer.engine().config().newidle_skip_pending_wakeup,
+            &newidle::rule_config(engine.config(), engine.topology()),
         );
     }
 }

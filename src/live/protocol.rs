@@ -20,6 +20,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use anyhow::{Context, Result, anyhow};
+use scx_wakelab::policy::newidle::{RuleConfig, RuleCpuTopology};
 use scx_wakelab::policy::{CpuSet, WakerContext};
 
 use super::bpf_intf as raw;
@@ -387,27 +388,42 @@ pub fn take_yield_request(b: &mut bss) -> bool {
     true
 }
 
-/// Set once before attach: each CPU's LLC and node, and the agent's home CPU.
-pub fn set_topology(b: &mut bss, llc_node: &[(u32, u32)], home_cpu: Option<usize>) {
+/// Set once before attach: each CPU's LLC and node, its place in the sched domains as the
+/// newly-idle rule reads it (bpf/newidle_rule.h), and the agent's home CPU.
+pub fn set_topology(
+    b: &mut bss,
+    llc_node: &[(u32, u32)],
+    rule: &[RuleCpuTopology],
+    home_cpu: Option<usize>,
+) {
     let sh = &mut b.wl_shared;
     for (cpu, &(llc, node)) in llc_node.iter().enumerate().take(sh.cpu_llc.len()) {
         sh.cpu_llc[cpu] = llc;
         sh.cpu_node[cpu] = node;
     }
+    for (slot, t) in sh.cpu_topo.iter_mut().zip(rule) {
+        slot.online = t.online as u32;
+        slot.levels = t.levels;
+        slot.first = t.first;
+        slot.imb_numa_nr = t.imb_numa_nr;
+        slot.capacity = t.capacity;
+    }
     sh.agent_home_cpu = home_cpu.map_or(raw::wakelab_consts_WL_NO_HOME_CPU, |c| c as i32);
 }
 
-/// The parts of the policy BPF carries out itself.
-pub fn set_policy(
-    b: &mut bss,
-    report_sleeps: bool,
-    newidle_pull: bool,
-    newidle_skip_pending: bool,
-) {
+/// The parts of the policy BPF carries out itself: sleep reports, and the newly-idle pull
+/// with the rule it follows.
+pub fn set_policy(b: &mut bss, report_sleeps: bool, newidle_pull: bool, rule: &RuleConfig) {
     let sh = &mut b.wl_shared;
     sh.report_sleeps = report_sleeps as u32;
     sh.newidle_pull = newidle_pull as u32;
-    sh.newidle_skip_pending = newidle_skip_pending as u32;
+    let r = &mut sh.newidle_rule;
+    r.skip_pending = rule.skip_pending as u32;
+    r.numa_imb_nr = rule.numa_imb_nr as u32;
+    r.imbalance_pct_smt = rule.imbalance_pct_smt;
+    r.imbalance_pct_llc = rule.imbalance_pct_llc;
+    r.is_numa = rule.is_numa as u32;
+    r.avg_idle_min_ns = rule.avg_idle_min_ns;
 }
 
 /// BPF's counters and histograms into `m` (bpf/counters.bpf.h documents each).

@@ -117,6 +117,8 @@ macro_rules! with_counters {
                 nr_newidle_nothing: "BPF: newly-idle searches that found nothing to pull.",
                 nr_newidle_cache_hot: "BPF: newly-idle searches that left a cache-hot task where it waits.",
                 nr_newidle_search_despite_pending: "BPF: newly-idle searches although a wake-up was pending (seed 2 flag off), pull or not.",
+                nr_newidle_skipped_not_overloaded: "BPF: newly-idle balances not searched: no CPU had a task waiting (the root domain's overload flag).",
+                nr_newidle_skipped_short_idle: "BPF: newly-idle balances not searched: the CPU's avg_idle is below the preset's threshold.",
                 nr_idle_balance_kicks: "BPF: idle CPUs kicked by a busy CPU's tick to pull (--idle-balance).",
                 nr_idle_balance_pulls: "BPF: kicked idle CPUs that pulled a task.",
                 nr_idle_balance_nothing: "BPF: kicked idle CPUs that found nothing to pull.",

@@ -1017,22 +1017,21 @@ impl Engine {
     /// dispatches): "There is a task waiting to run. No need to search for one."  Without it,
     /// it pulls anyway and the pulled and the woken task then compete for the CPU.
     ///
-    /// # The live pull differs, and this is the one list of how
-    /// The scheduler's own pull is BPF's `newidle_balance()` (bpf/balance.bpf.c), which must
-    /// decide within ops.dispatch() from what BPF sees.  Both skip CPUs with fewer than two
-    /// runnable tasks and tasks that may not run here or ran within 500 us (`task_hot()`),
-    /// and both honour seed 2's skip.  Where they part:
-    /// - *Gates*: here the root domain's overload flag and `avg_idle` against the domains'
-    ///   costs, as the kernel has them; BPF has neither.
-    /// - *Busiest queue*: here the busiest group of each domain as `find_busiest_group()`
-    ///   classifies it, then its CPU with the most runnable tasks; BPF takes the CPU whose
-    ///   DSQ holds the most waiting tasks (a task parked for the agent is in no CPU's queue
-    ///   yet), with no group test.
-    /// - *Domains*: here SMT, then LLC, node and machine; BPF has no SMT step (its first
-    ///   scope is the whole LLC) and never pulls across nodes, so a remote-node pull seen in
-    ///   `sim` does not happen live.
+    /// # The live pull: the same rule in C, with the live scheduler's inputs
+    /// BPF's `newidle_balance()` (bpf/balance.bpf.c) decides within ops.dispatch() by
+    /// bpf/newidle_rule.h, this rule in C (tests/newidle_rule.rs feeds both the same
+    /// inputs and asserts the same verdict, CPU and domain).  The agent hands BPF the
+    /// config and each CPU's domains ([`super::newidle::rule_config`],
+    /// [`super::newidle::rule_topology`]).  What the live scheduler gives the rule is not
+    /// always what this form gets:
+    /// - *CPU state*: read live by BPF as the agent's snapshot describes a CPU (its task
+    ///   and queue, a decision in flight counting as a task), without delayed sleepers
+    ///   (BPF queues none), and `avg_idle` as BPF keeps it, from every idle period.
+    /// - *Tasks*: only those waiting in a CPU's own DSQ (a task parked for the agent is in
+    ///   no CPU's queue yet, and one already in a local DSQ stays); a task is cache hot
+    ///   when it stopped within 500 us, by BPF's stamp.
     /// - *Own wakee*: `--newidle-wait-own-wakee` (live only) keeps a CPU that just woke a
-    ///   sync wakee from pulling; the engine has no such input.
+    ///   sync wakee from balancing; the engine has no such input.
     pub fn newidle_pull(
         &mut self,
         cpu: usize,

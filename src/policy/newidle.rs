@@ -47,10 +47,89 @@ use super::cpuset::CpuSet;
 use super::engine::{PullCandidate, Pulled, Step};
 use super::rules::Rule;
 use super::slow_path::GroupType;
-use super::topology::{DomainLevel, SCHED_CAPACITY_SCALE};
+use super::topology::{DomainLevel, SCHED_CAPACITY_SCALE, Topology};
 
 /// v5.10's threshold on `avg_idle`: `sysctl_sched_migration_cost`, 500 us by default.
 pub const MIGRATION_COST_NS: u64 = 500_000;
+
+/// What the live scheduler's copy of this decision (bpf/newidle_rule.h, run by BPF when a
+/// CPU goes idle) reads of one CPU's place in the topology.  [`rule_topology`] computes it
+/// from the same [`Topology`] the engine decides on, so that the two walk the same domains
+/// and groups; tests/newidle_rule.rs holds the C to this file's decisions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleCpuTopology {
+    pub online: bool,
+    /// Bit [`rule_level`] of each of its domains ([`Topology::domains`]).
+    pub levels: u32,
+    /// The lowest online CPU of its core, its LLC and its node: CPUs with the same one share
+    /// the domain, and a domain's groups are its child's.
+    pub first: [u32; 3],
+    pub imb_numa_nr: u32,
+    pub capacity: u32,
+}
+
+/// A domain level's bit in [`RuleCpuTopology::levels`] (`enum wl_domain_level`).
+pub fn rule_level(level: DomainLevel) -> u32 {
+    match level {
+        DomainLevel::Smt => 0,
+        DomainLevel::Llc => 1,
+        DomainLevel::Node => 2,
+        DomainLevel::Machine => 3,
+    }
+}
+
+/// [`RuleCpuTopology`] of every CPU.
+pub fn rule_topology(topo: &Topology) -> Vec<RuleCpuTopology> {
+    let online = topo.online();
+    let first = |mask: &CpuSet, cpu: usize| mask.and(online).first().unwrap_or(cpu) as u32;
+    (0..topo.nr_cpus())
+        .map(|cpu| RuleCpuTopology {
+            online: topo.is_online(cpu),
+            levels: topo
+                .domains(cpu)
+                .iter()
+                .fold(0, |m, &l| m | 1 << rule_level(l)),
+            first: [
+                first(topo.smt_mask(cpu), cpu),
+                first(topo.llc_mask(cpu), cpu),
+                first(topo.node_mask(cpu), cpu),
+            ],
+            imb_numa_nr: topo.imb_numa_nr(cpu).min(u64::from(u32::MAX)) as u32,
+            capacity: topo.capacity(cpu),
+        })
+        .collect()
+}
+
+/// The engine's configuration as bpf/newidle_rule.h reads it (`struct wl_newidle_rule`),
+/// with the inputs the live scheduler lacks fixed as [`NewidleInputs::default`] leaves
+/// them: no domain costs, no NI_RANDOM draw, no failed-balance escape.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleConfig {
+    pub skip_pending: bool,
+    /// [`ForkNumaRule::ImbNumaNr`] (v5.18's `adjust_numa_imbalance()`), else v5.10's.
+    pub numa_imb_nr: bool,
+    pub imbalance_pct_smt: u32,
+    pub imbalance_pct_llc: u32,
+    pub is_numa: bool,
+    /// What [`entry_gate`] asks of `avg_idle` with every domain costing nothing.
+    pub avg_idle_min_ns: u64,
+}
+
+/// [`RuleConfig`] of `cfg` on `topo`.
+pub fn rule_config(cfg: &Config, topo: &Topology) -> RuleConfig {
+    RuleConfig {
+        skip_pending: cfg.newidle_skip_pending_wakeup,
+        numa_imb_nr: cfg.fork_numa_rule == ForkNumaRule::ImbNumaNr,
+        imbalance_pct_smt: cfg.imbalance_pct_smt,
+        imbalance_pct_llc: cfg.imbalance_pct_llc,
+        is_numa: topo.is_numa(),
+        avg_idle_min_ns: if cfg.newidle_gate_on_domain_cost {
+            0
+        } else {
+            MIGRATION_COST_NS
+        },
+    }
+}
 
 /// What a newly-idle balance reads besides the CPUs' snapshots.  The default derives the
 /// overload flag from the snapshots and leaves the cost and random gates open: what the

@@ -356,16 +356,10 @@ impl Step<'_> {
         }
     }
 
-    /// `sd->imb_numa_nr` of the NUMA domain above `cpu`, as `build_sched_domains()` (6.1)
-    /// or `adjust_numa_imbalance()`'s setup (later) computes it: the domain above the LLC
-    /// (the node here) allows one task per LLC it holds, or, with a single LLC, an eighth
-    /// of its CPUs (at least one); one NUMA level scales it by nothing.
+    /// `sd->imb_numa_nr` of the NUMA domain above `cpu`:
+    /// [`Topology::imb_numa_nr`](super::topology::Topology::imb_numa_nr).
     pub(super) fn imb_numa_nr(&self, cpu: usize) -> u64 {
-        let node = self.topo.node_mask(cpu).count() as u64;
-        let llc = self.topo.llc_size(cpu).max(1) as u64;
-        let nr_llcs = node / llc;
-        let imb = if nr_llcs <= 1 { node >> 3 } else { nr_llcs };
-        imb.max(1)
+        self.topo.imb_numa_nr(cpu)
     }
 
     /// `find_idlest_group_cpu(group, p, this_cpu)`: a CPU running only SCHED_IDLE tasks, else

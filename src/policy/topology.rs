@@ -554,6 +554,18 @@ impl Topology {
         }
     }
 
+    /// `sd->imb_numa_nr` of the NUMA domain above `cpu`, as `build_sched_domains()` (6.1)
+    /// or `adjust_numa_imbalance()`'s setup (later) computes it: the domain above the LLC
+    /// (the node here) allows one task per LLC it holds, or, with a single LLC, an eighth
+    /// of its CPUs (at least one); one NUMA level scales it by nothing.
+    pub fn imb_numa_nr(&self, cpu: usize) -> u64 {
+        let node = self.node_mask(cpu).count() as u64;
+        let llc = self.llc_size(cpu).max(1) as u64;
+        let nr_llcs = node / llc;
+        let imb = if nr_llcs <= 1 { node >> 3 } else { nr_llcs };
+        imb.max(1)
+    }
+
     /// More than one NUMA node is online.
     pub fn is_numa(&self) -> bool {
         match self.online.first() {
