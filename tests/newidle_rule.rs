@@ -190,7 +190,12 @@ fn bpf_and_the_engine_pull_alike() {
     .iter()
     .map(|&(n, l, c, t)| Topology::from_shape(n, l, c, t).expect("shape"))
     .collect();
-    for (shape, offline) in [((2, 1, 2, 2), vec![3]), ((2, 2, 2, 2), vec![1, 6, 7])] {
+    for (shape, offline) in [
+        ((2, 1, 2, 2), vec![3]),
+        ((2, 2, 2, 2), vec![1, 6, 7]),
+        // A node of one SMT core beside one of four cores: groups of unequal cores.
+        ((2, 1, 4, 2), vec![2, 3, 4, 5, 6, 7]),
+    ] {
         let (n, l, c, t) = shape;
         let mut topo = Topology::from_shape(n, l, c, t).expect("shape");
         for cpu in offline {
