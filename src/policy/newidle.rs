@@ -375,7 +375,7 @@ impl Step<'_> {
                     ForkNumaRule::ImbNumaNr => {
                         if numa
                             // dst_running = the local group's tasks and the one to come.
-                            && u64::from(local.nr_running) < self.imb_numa_nr(cpu)
+                            && u64::from(local.nr_running) < self.topo.imb_numa_nr(cpu)
                             && imb <= 2
                         {
                             imb = 0;

@@ -341,7 +341,7 @@ impl Step<'_> {
             // imb_numa_nr (or the task's allowed CPUs there, if fewer).
             ForkNumaRule::ImbNumaNr => {
                 let local_allowed = self.topo.node_mask(this).and(allowed).count() as u64;
-                let imb_numa_nr = self.imb_numa_nr(this).min(local_allowed);
+                let imb_numa_nr = self.topo.imb_numa_nr(this).min(local_allowed);
                 let imbalance = loc.idle_cpus.abs_diff(idl.idle_cpus);
                 let dst_running = loc.sum_nr_running + 1;
                 let allowed_imbalance = if dst_running > imb_numa_nr {
@@ -354,12 +354,6 @@ impl Step<'_> {
                 allowed_imbalance == 0
             }
         }
-    }
-
-    /// `sd->imb_numa_nr` of the NUMA domain above `cpu`:
-    /// [`Topology::imb_numa_nr`](super::topology::Topology::imb_numa_nr).
-    pub(super) fn imb_numa_nr(&self, cpu: usize) -> u64 {
-        self.topo.imb_numa_nr(cpu)
     }
 
     /// `find_idlest_group_cpu(group, p, this_cpu)`: a CPU running only SCHED_IDLE tasks, else
