@@ -27,7 +27,7 @@ EV=$T/events/sched/sched_migrate_task
 TRIG='hist:keys=comm,orig_cpu,dest_cpu:vals=hitcount:size=4096'
 WEV=$T/events/sched/sched_wakeup
 WTRIG='hist:keys=comm:vals=hitcount:size=4096'
-FEATURES=/sys/kernel/debug/sched/features
+FEATURES=/sys/kernel/debug/sched/features; FEATURES_SET=""
 NCPU=$(nproc)
 REP=0; SNAME=warmup
 
@@ -80,13 +80,19 @@ schedstat() {
          END { printf "%.0f %.0f %.0f %.0f", d, r, w, a }' /proc/schedstat
 }
 # Sched features for a block of the kernel's own scheduler (an eevdf setting's ARGS, e.g.
-# NO_DELAY_DEQUEUE); `features_undo` writes each one's opposite. Fails, having written
-# nothing more, at the first the kernel refuses.
+# NO_DELAY_DEQUEUE). Fails at the first the kernel refuses; FEATURES_SET lists those
+# written, and `features_undo` writes each one's opposite.
 features_set() {
+    FEATURES_SET=""
     [ -w "$FEATURES" ] || mount -t debugfs none /sys/kernel/debug 2>/dev/null
-    for f in "$@"; do echo "$f" >"$FEATURES" 2>/dev/null || return 1; done
+    for f in "$@"; do echo "$f" >"$FEATURES" 2>/dev/null || return 1; FEATURES_SET="$FEATURES_SET $f"; done
 }
-features_undo() { for f in "$@"; do case $f in NO_*) echo "${f#NO_}" ;; *) echo "NO_$f" ;; esac; done; }
+features_undo() {
+    for f in $FEATURES_SET; do
+        case $f in NO_*) echo "${f#NO_}" ;; *) echo "NO_$f" ;; esac >"$FEATURES" 2>/dev/null
+    done
+    FEATURES_SET=""
+}
 busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 ticks_of() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 }'; }
 # context switches of every thread of process $1 (the scheduler's own, not the workload's)
@@ -344,7 +350,7 @@ while [ $REP -le "$REPS" ]; do
         if [ "$KIND" = eevdf ] && [ -n "$SARGS" ] && ! features_set $SARGS; then
             out status - features_failed
             echo "sched features $SARGS refused: block skipped" | logl
-            features_set $(features_undo $SARGS)
+            features_undo
             continue
         fi
         if [ "$KIND" != eevdf ]; then
@@ -398,7 +404,7 @@ while [ $REP -le "$REPS" ]; do
             elif [ $rc -ne 0 ]; then out status - "exit_$rc"; tail -n 5 /tmp/sched.log | logl
             else out status - ok; fi
         else
-            [ -n "$SARGS" ] && features_set $(features_undo $SARGS)
+            features_undo
             out status - ok
         fi
         dmesg -c 2>/dev/null | grep -iE 'sched_ext|stall|failed to run|BUG|Oops' | logl
