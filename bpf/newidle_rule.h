@@ -15,9 +15,10 @@
  *   NI_FOR(i, lo, hi)   a loop (bpf_for in BPF, a for loop on the host);
  *   NI_NR_CPUS          how many CPUs to look at;
  *   NI_CONFIG           a pointer to the struct wl_newidle_rule to follow;
- *   NI_SUBPROG          what one domain's balance is declared as: in BPF a
- *                       global function, verified once instead of at each
- *                       domain, on the host static.
+ *   NI_SUBPROG          what the two functions with a loop over the CPUs
+ *                       are declared as (one domain's balance, one group's
+ *                       statistics): in BPF global functions, each verified
+ *                       once instead of at each call, on the host static.
  * and, before or after, ni_read(cpu, out), which fills struct ni_cpu for
  * @cpu and returns false where it has none.
  * Every CPU's inputs are read through ni_read() when needed, not copied: a
@@ -113,7 +114,8 @@ static __always_inline u32 ni_group_key(const struct ni_cpu *c, u32 id, u32 chil
  * update_sg_lb_stats(): the group @key of @cpu's domain at @level. @c is
  * room to read CPUs into (the BPF stack has none to spare). Its own
  * function in BPF: inline, its loop inside the caller's would be too
- * many paths for the verifier.
+ * many paths for the verifier. It reads @cpu again for the domain's keys:
+ * a BPF function takes five arguments at most.
  */
 NI_SUBPROG int ni_group_stats(s32 cpu, u32 level, u32 key, struct ni_group *g, struct ni_cpu *c)
 {

@@ -391,12 +391,12 @@ OPEN = {
         "open, not gating: follows seed3_delayed_dequeue_raises_migrations, there being no "
         "excess to restore (history: tools/lab/checks-notes.md)",
     "seed3_with_fix_migrations_as_kernel":
-        "open, not gating: the kernel's delayed dequeue (with the fix) about doubles lat_ctx "
-        "migrations per wake-up in both runs so far, just within its reps' spread, and ours "
-        "stays flat (history: tools/lab/checks-notes.md)",
+        "open, not gating: the kernel's delayed dequeue (with the fix) raises lat_ctx "
+        "migrations per wake-up, so far within its reps' spread, and ours does not (history: "
+        "tools/lab/checks-notes.md)",
     "seed3_with_fix_affine_as_kernel":
-        "open, not gating: the kernel's delayed dequeue (with the fix) about doubles the "
-        "wake-ups moved to the waker's CPU, just within its reps' spread, and ours stays flat "
+        "open, not gating: the kernel's delayed dequeue (with the fix) raises the wake-ups "
+        "moved to the waker's CPU, so far within its reps' spread, and ours does not "
         "(history: tools/lab/checks-notes.md)",
 }
 
