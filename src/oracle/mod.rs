@@ -25,10 +25,10 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::explain::{ExplainReport, PolicyOverride, Question};
+use crate::explain::{ChainStep, ExplainReport, PolicyOverride, Question};
 use crate::policy::{
-    CpuSet, CpuSnapshot, CpuStates, Estimated, LlcStateInput, PolicySpec, TaskState, Topology,
-    TopologyInput, TraceRecord, WakeCtx, WakeInput, WakerContext,
+    CpuSet, CpuSnapshot, CpuStates, Estimated, LlcStateInput, PolicySpec, Rule, TaskState,
+    Topology, TopologyInput, TraceRecord, WakeCtx, WakeInput, WakerContext,
 };
 pub use fidelity::{Discrimination, EstimateErrors, Fidelity, Inputs, StandInCosts};
 
@@ -490,11 +490,24 @@ pub struct SeedRates {
     /// Seed 4 (Mel Gorman): wake-ups whose `recent_used_cpu` is neither prev nor the waker's
     /// CPU, placed on it.
     pub recent_used_cpu_taken: SeedRate,
+    /// Seed 4 as the live agent's `sis_recent_used_hit` / `_miss` counters count it (the
+    /// attempts Mel's patch is about, hits over hits and misses): the wake-ups whose
+    /// `recent_used_cpu` the block examined, which only the engine's chain on the same
+    /// records can tell (the kernel keeps no count of them); the kernel's hit is its CPU being
+    /// that `recent_used_cpu`.
+    pub recent_used_cpu_examined: SeedRate,
 }
 
 impl SeedRates {
-    fn add(&mut self, rec: &TraceRecord, engine_cpu: usize) {
+    fn add(&mut self, rec: &TraceRecord, engine_cpu: usize, chain: &[ChainStep]) {
         use crate::policy::{WAKE_SYNC, WAKE_TTWU};
+        let has = |r: Rule| chain.iter().any(|s| s.rule == r.name());
+        if let Some(r) = rec.task.recent_used_cpu
+            && (has(Rule::SisRecentUsedHit) || has(Rule::SisRecentUsedMiss))
+        {
+            self.recent_used_cpu_examined
+                .add(rec.recorded_cpu == r, has(Rule::SisRecentUsedHit));
+        }
         let flags = rec.wake.wake_flags.unwrap_or(0);
         let (prev, waker) = (rec.task.prev_cpu, rec.wake.waker_cpu);
         if flags & WAKE_TTWU == 0 || prev == waker {
@@ -524,6 +537,8 @@ impl SeedRates {
         self.sync_beside_delayed_to_waker
             .merge(&o.sync_beside_delayed_to_waker);
         self.recent_used_cpu_taken.merge(&o.recent_used_cpu_taken);
+        self.recent_used_cpu_examined
+            .merge(&o.recent_used_cpu_examined);
     }
 
     fn render(&self, o: &mut String) {
@@ -540,6 +555,10 @@ impl SeedRates {
             (
                 "seed 4: to recent_used_cpu (not prev, not waker's)",
                 &self.recent_used_cpu_taken,
+            ),
+            (
+                "seed 4: recent_used_cpu examined (engine's chain), hits",
+                &self.recent_used_cpu_examined,
             ),
         ] {
             let share = |n| fidelity::share(n, r.cases);
@@ -744,7 +763,7 @@ pub fn compare_file(
                     .map_err(|e| crate::exit::BadInput(format!("{name}:{line}: {e}")))?;
             }
             c.race.add(rec, report.cpu, same);
-            c.seeds.add(rec, report.cpu);
+            c.seeds.add(rec, report.cpu, &report.chain);
             c.by_kind
                 .entry(kind_of(flags).into())
                 .or_default()

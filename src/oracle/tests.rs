@@ -278,6 +278,13 @@ fn compare_splits_the_race_and_counts_the_seed_cases() {
     assert_eq!(one.engine, 1, "{c:?}");
     let four = &s.recent_used_cpu_taken;
     assert_eq!((four.cases, four.kernel, four.engine), (1, 1, 1), "{c:?}");
+    // Only record 3 gets past the target and prev to the recent_used_cpu block: a hit.
+    let examined = &s.recent_used_cpu_examined;
+    assert_eq!(
+        (examined.cases, examined.kernel, examined.engine),
+        (1, 1, 1),
+        "{c:?}"
+    );
     assert_eq!(s.sync_beside_delayed_to_waker.cases, 0);
     let out = c.render();
     assert!(
@@ -285,6 +292,10 @@ fn compare_splits_the_race_and_counts_the_seed_cases() {
         "{out}"
     );
     assert!(out.contains("seed 4: to recent_used_cpu"), "{out}");
+    assert!(
+        out.contains("seed 4: recent_used_cpu examined (engine's chain), hits"),
+        "{out}"
+    );
     std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
 }
 

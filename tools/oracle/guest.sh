@@ -7,8 +7,11 @@
 # Env: WORKLOADS (space-separated names below), SECS (seconds of workload each),
 # DISCRIMINATE=1 to replay with the other kernels' presets too (oracle compare --discriminate),
 # STAND_INS (space-separated workloads) to cost each of the live agent's stand-ins on those
-# (oracle compare --stand-ins, with the kernel's inputs: eighteen more replays a record).
+# (oracle compare --stand-ins, with the kernel's inputs: eighteen more replays a record),
+# REPS to run the workloads that many times, interleaved, each recorded apart and named
+# WORKLOAD@REP (the lab's per-rep spread of the seeds' kernel effects).
 set -u
+REPS=${REPS:-1}
 LMB=${LMB:-/opt/lmbench/bin}
 SECS=${SECS:-8}
 discriminate=
@@ -44,34 +47,40 @@ workload() { # name: runs for about SECS seconds
     esac
 }
 
-for w in $WORKLOADS; do
-    out=/tmp/oracle-$w.jsonl
-    ni=/tmp/newidle-$w.jsonl
-    rm -f "$out" "$ni"
-    scx_wakelab oracle record --out "$out" --newidle "$ni" --seconds 3600 2>/tmp/rec.err &
-    rec=$!
-    # The file appears once the programs are attached; do not run the workload before.
-    i=0
-    while [ ! -e "$out" ] && kill -0 $rec 2>/dev/null && [ $i -lt 600 ]; do
-        sleep 0.1; i=$((i + 1))
-    done
-    workload "$w" >/dev/null 2>&1
-    kill -INT $rec 2>/dev/null   # the recorder stops cleanly on SIGINT, as on Ctrl-C
-    wait $rec
-    rc=$?
-    echo "ORACLE-BEGIN $w record-rc=$rc"
-    sed 's/^/  record: /' /tmp/rec.err | tail -n 4
-    if [ $rc -eq 0 ]; then
-        for inputs in kernel live; do
-            echo "ORACLE-COMPARE inputs=$inputs"
-            stand_ins=
-            case " ${STAND_INS:-} " in *" $w "*) [ "$inputs" = kernel ] && stand_ins=--stand-ins ;; esac
-            scx_wakelab oracle compare --inputs "$inputs" $discriminate $stand_ins "$out"
+rep=1
+while [ $rep -le "$REPS" ]; do
+    for w in $WORKLOADS; do
+        name=$w
+        [ "$REPS" -gt 1 ] && name="$w@$rep"
+        out=/tmp/oracle-$w.jsonl
+        ni=/tmp/newidle-$w.jsonl
+        rm -f "$out" "$ni"
+        scx_wakelab oracle record --out "$out" --newidle "$ni" --seconds 3600 2>/tmp/rec.err &
+        rec=$!
+        # The file appears once the programs are attached; do not run the workload before.
+        i=0
+        while [ ! -e "$out" ] && kill -0 $rec 2>/dev/null && [ $i -lt 600 ]; do
+            sleep 0.1; i=$((i + 1))
         done
-        echo "ORACLE-NEWIDLE"
-        scx_wakelab oracle newidle "$ni"
-    fi
-    # The guest's /tmp is memory: seven workloads' records of both kinds do not fit in it.
-    rm -f "$out" "$ni"
-    echo "ORACLE-END $w"
+        workload "$w" >/dev/null 2>&1
+        kill -INT $rec 2>/dev/null   # the recorder stops cleanly on SIGINT, as on Ctrl-C
+        wait $rec
+        rc=$?
+        echo "ORACLE-BEGIN $name record-rc=$rc"
+        sed 's/^/  record: /' /tmp/rec.err | tail -n 4
+        if [ $rc -eq 0 ]; then
+            for inputs in kernel live; do
+                echo "ORACLE-COMPARE inputs=$inputs"
+                stand_ins=
+                case " ${STAND_INS:-} " in *" $w "*) [ "$inputs" = kernel ] && stand_ins=--stand-ins ;; esac
+                scx_wakelab oracle compare --inputs "$inputs" $discriminate $stand_ins "$out"
+            done
+            echo "ORACLE-NEWIDLE"
+            scx_wakelab oracle newidle "$ni"
+        fi
+        # The guest's /tmp is memory: seven workloads' records of both kinds do not fit in it.
+        rm -f "$out" "$ni"
+        echo "ORACLE-END $name"
+    done
+    rep=$((rep + 1))
 done

@@ -60,6 +60,8 @@ def compare_output(inputs, agree, records, classes, pairs=(), race=True, stand_i
     out += ["  seeds (cases; kernel, engine on the same records):",
             "    seed 4: to recent_used_cpu (not prev, not waker's)          40; kernel       3 (7.5%), "
             f"engine       {3 if inputs == 'kernel' else 9} ({'7.5' if inputs == 'kernel' else '22.5'}%)",
+            "    seed 4: recent_used_cpu examined (engine's chain), hits       12; kernel       5 (41.7%), "
+            "engine       4 (33.3%)",
             f"agreement: {agree} of {records} ({pct(agree, records)})"]
     return out
 
@@ -97,11 +99,12 @@ def newidle_output(w, pending_balanced=0, release="7.2.13+deb14-amd64", engine=4
 
 
 def guest_output(workloads=("hackbench-pipes", "tbench"), stand_ins=(), release="7.2.13+deb14-amd64",
-                 newidle=("hackbench-pipes", "tbench"), pending_balanced=0, engine=490, on_pulls=15):
+                 newidle=("hackbench-pipes", "tbench"), pending_balanced=0, engine=490, on_pulls=15, reps=1):
     out = [f"ORACLE-KERNEL {release}",
            "ORACLE-NOBTF rc=2 lines=1 error: no BTF"]
-    for w in workloads:
-        out += [f"ORACLE-BEGIN {w} record-rc=0", "  record: 100 placements written",
+    for rep, w in [(r, w) for r in range(1, reps + 1) for w in workloads]:
+        name = w if reps == 1 else f"{w}@{rep}"
+        out += [f"ORACLE-BEGIN {name} record-rc=0", "  record: 100 placements written",
                 "ORACLE-COMPARE inputs=kernel"]
         out += compare_output("kernel", 95, 100, KERNEL, PAIRS_K,
                               stand_ins=STAND_INS if w in stand_ins else ())
@@ -109,7 +112,7 @@ def guest_output(workloads=("hackbench-pipes", "tbench"), stand_ins=(), release=
         out += compare_output("live", 88, 100, LIVE, PAIRS_L, race=False)
         if w in newidle:
             out += ["ORACLE-NEWIDLE"] + newidle_output(w, pending_balanced, release, engine, on_pulls)
-        out += [f"ORACLE-END {w}"]
+        out += [f"ORACLE-END {name}"]
     return "\n".join(out) + "\n"
 
 
@@ -284,9 +287,9 @@ class Main(unittest.TestCase):
     def run_main(self, *argv):
         asked = []
 
-        def guest_run(kernel, workloads, secs, binary, log, discriminate=False, stand_ins=()):
+        def guest_run(kernel, workloads, secs, binary, log, discriminate=False, stand_ins=(), reps=1):
             asked.append((discriminate, stand_ins))
-            return 0, guest_output(stand_ins=stand_ins), ["wakelab-vm"]
+            return 0, guest_output(stand_ins=stand_ins, reps=reps), ["wakelab-vm"]
         out = io.StringIO()
         saved = run.guest_run, run.MIN_RECORDS, os.environ.get("WAKELAB_CACHE"), run.MIN_LIVE_AGREEMENT
         with tempfile.TemporaryDirectory() as d:
@@ -307,6 +310,26 @@ class Main(unittest.TestCase):
                 else:
                     os.environ["WAKELAB_CACHE"] = saved[2]
         return rc, out.getvalue(), doc, asked
+
+    def test_reps_are_recorded_apart_and_written_for_the_lab(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "kernels.json"
+            rc, out, doc, asked = self.run_main("--kernels", "sid", "--workloads", "hackbench-pipes,tbench",
+                                                "--reps", "2", "--json", str(path))
+            self.assertEqual(rc, 0, out)
+            got = json.loads(path.read_text())
+        self.assertEqual(got["reps"], 2)
+        sid = got["kernels"]["sid"]
+        self.assertEqual(sid["release"], "7.2.13+deb14-amd64")
+        self.assertEqual(sorted((r["workload"], r["rep"]) for r in sid["runs"]),
+                         [("hackbench-pipes", 1), ("hackbench-pipes", 2), ("tbench", 1), ("tbench", 2)])
+        one = sid["runs"][0]
+        # 100 placements, 2 of them forks: 98 wake-ups; both seed-4 lines, apart.
+        self.assertEqual((one["placements"], one["wakeups"]), (100, 98))
+        self.assertEqual(one["seeds"], {"4": [40, 3, 3], "4x": [12, 5, 4]})
+        self.assertEqual((one["newidle"]["pending_open"], one["newidle"]["pending_balanced"]), (4, 0))
+        # Every run's newly-idle balances count: 4 runs of 500.
+        self.assertIn("CHECK PASS oracle_newidle_sid 7.2.13+deb14-amd64: 2000 newly-idle balances;", out)
 
     def test_the_full_profile_discriminates_and_writes_every_table(self):
         rc, out, doc, asked = self.run_main("--kernels", "sid", "--workloads", "hackbench-pipes,tbench")
