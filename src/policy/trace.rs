@@ -227,38 +227,56 @@ impl<'de> Deserialize<'de> for CpuBase {
     }
 }
 
-/// One CPU's state in a scenario: a shorthand and/or any `CpuSnapshot` fields.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CpuState {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub base: Option<CpuBase>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idle: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nr_running: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nr_delayed: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttwu_pending: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wakeup_in_flight: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sched_idle_only: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub util: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub util_est: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runnable: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub avg_idle_ns: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idle_stamp_ns: Option<u64>,
+/// Declares [`CpuState`] from the `CpuSnapshot` fields a scenario may set, with the
+/// conversions both ways, so that one list says which fields a state writes out
+/// (`from_snapshot`), reads back and applies (`apply`).
+macro_rules! cpu_state {
+    ($($field:ident: $ty:ty),* $(,)?) => {
+        /// One CPU's state in a scenario: a shorthand and/or any `CpuSnapshot` fields.
+        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct CpuState {
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub base: Option<CpuBase>,
+            $(
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $field: Option<$ty>,
+            )*
+        }
+
+        impl CpuState {
+            /// Every field of `s`, so that applying it to anything gives `s` back.
+            pub fn from_snapshot(s: &CpuSnapshot) -> Self {
+                CpuState {
+                    base: None,
+                    $( $field: Some(s.$field), )*
+                }
+            }
+
+            /// This state over `under` (the base shorthand, if any, replaces `under` first).
+            pub fn apply(&self, under: CpuSnapshot) -> CpuSnapshot {
+                let mut s = self.base.map_or(under, CpuBase::snapshot);
+                $( if let Some(v) = self.$field { s.$field = v; } )*
+                s
+            }
+        }
+    };
+}
+
+cpu_state! {
+    idle: bool,
+    nr_running: u32,
+    nr_delayed: u32,
+    ttwu_pending: bool,
+    wakeup_in_flight: bool,
+    sched_idle_only: bool,
+    load: u64,
+    util: u32,
+    util_est: u32,
+    runnable: u32,
+    capacity: u32,
+    avg_idle_ns: u64,
+    idle_stamp_ns: u64,
 }
 
 impl CpuState {
@@ -267,50 +285,6 @@ impl CpuState {
             base: Some(b),
             ..Default::default()
         }
-    }
-
-    /// Every field of `s`, so that applying it to anything gives `s` back.
-    pub fn from_snapshot(s: &CpuSnapshot) -> Self {
-        CpuState {
-            base: None,
-            idle: Some(s.idle),
-            nr_running: Some(s.nr_running),
-            nr_delayed: Some(s.nr_delayed),
-            ttwu_pending: Some(s.ttwu_pending),
-            wakeup_in_flight: Some(s.wakeup_in_flight),
-            sched_idle_only: Some(s.sched_idle_only),
-            load: Some(s.load),
-            util: Some(s.util),
-            util_est: Some(s.util_est),
-            runnable: Some(s.runnable),
-            capacity: Some(s.capacity),
-            avg_idle_ns: Some(s.avg_idle_ns),
-            idle_stamp_ns: Some(s.idle_stamp_ns),
-        }
-    }
-
-    /// This state over `under` (the base shorthand, if any, replaces `under` first).
-    pub fn apply(&self, under: CpuSnapshot) -> CpuSnapshot {
-        let mut s = self.base.map_or(under, CpuBase::snapshot);
-        macro_rules! set {
-            ($($f:ident),*) => { $( if let Some(v) = self.$f { s.$f = v; } )* };
-        }
-        set!(
-            idle,
-            nr_running,
-            nr_delayed,
-            ttwu_pending,
-            wakeup_in_flight,
-            sched_idle_only,
-            load,
-            util,
-            util_est,
-            runnable,
-            capacity,
-            avg_idle_ns,
-            idle_stamp_ns
-        );
-        s
     }
 }
 
