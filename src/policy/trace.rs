@@ -276,6 +276,7 @@ cpu_state! {
     runnable: u32,
     capacity: u32,
     avg_idle_ns: u64,
+    idle_exit_ns: u64,
     idle_stamp_ns: u64,
 }
 
@@ -780,6 +781,33 @@ mod tests {
         );
         assert!(parse_shape("2x1x32").is_err());
         assert!(parse_shape("2xax32x1").unwrap_err().contains("'a'"));
+    }
+
+    /// Every field survives: the literal names them all (a new `CpuSnapshot` field does not
+    /// compile here until it is given a value), none of them at its default, and a
+    /// resolved state that dropped one would give the base's value back instead.
+    #[test]
+    fn every_snapshot_field_round_trips() {
+        let s = CpuSnapshot {
+            idle: true,
+            nr_running: 3,
+            nr_delayed: 2,
+            ttwu_pending: true,
+            wakeup_in_flight: true,
+            sched_idle_only: true,
+            load: 2048,
+            util: 300,
+            util_est: 310,
+            runnable: 320,
+            capacity: 900,
+            avg_idle_ns: 123_456,
+            idle_exit_ns: 7_000_000,
+            idle_stamp_ns: 6_000_000,
+        };
+        let st = CpuStates::from_snapshots(&[s]);
+        let back: CpuStates = serde_json::from_str(&serde_json::to_string(&st).unwrap()).unwrap();
+        assert_eq!(back.resolve(1).unwrap(), vec![s]);
+        assert_eq!(CpuState::from_snapshot(&s).apply(CpuSnapshot::ZERO), s);
     }
 
     #[test]
