@@ -31,6 +31,12 @@ workload() { # name: runs for about SECS seconds
     end=$(( $(date +%s) + SECS ))
     case "$1" in
         sched-pipe) timeout "$SECS" perf bench sched pipe -l 100000000 ;;
+        # NCPU/4 pairs at once, as the lab's seed-4 check runs it: enough that prev is
+        # sometimes busy and the recent_used_cpu block is consulted.
+        sched-pipe-pairs)
+            pairs=$(( $(nproc) / 4 )); [ "$pairs" -ge 1 ] || pairs=1
+            for i in $(seq "$pairs"); do timeout "$SECS" perf bench sched pipe -l 100000000 & done
+            wait ;;
         hackbench-pipes) while [ "$(date +%s)" -lt $end ]; do hackbench -p -g 4 -l 100; done ;;
         hackbench-sockets) while [ "$(date +%s)" -lt $end ]; do hackbench -g 4 -l 100; done ;;
         # More groups than the VM's 8 CPUs: 480 tasks, so that wake-ups leave prev often.
