@@ -833,7 +833,16 @@ def write_md(path, lab, rows, baseline, eevdf, plots):
     command = m.get("command")
     if isinstance(command, list):   # an argv rather than a shell line
         command = shlex.join(str(c) for c in command)
-    L += checks_lines(lab.checks) + ["", "## Command", "", "```sh", str(command or "(not recorded)"), "```", ""]
+    L += checks_lines(lab.checks) + [""]
+    effects = lab.outdir / "seed-effects.md"
+    if effects.is_file():
+        L += [f"## {EFFECTS}", "",
+              "Each seed's effect as the real kernels show it in the same VM (seeds 1, 2 and 4 from "
+              "`tools/oracle/run --json`, the kernels' own placements and newly-idle balances: "
+              "`kernels.json`; seed 3 from EEVDF with and without DELAY_DEQUEUE in this run), beside "
+              "ours, per rep: the figures the seed checks above decide on.", "",
+              effects.read_text().rstrip("\n"), ""]
+    L += ["## Command", "", "```sh", str(command or "(not recorded)"), "```", ""]
     if m.get("vm_command"):
         L += ["which ran one VM:", "", "```sh", describe(m["vm_command"]), "```", ""]
     L += ["## Setup", ""]
@@ -1030,8 +1039,9 @@ def update_readme(readme, section):
 
 # The sections of report.md an archived run keeps: what was checked, how, on what, and the
 # headline ratios; the per-workload tables and plots stay with the newest run only.
-SUMMARY_SECTIONS = ("Seed checks", "Command", "Setup", "Ratios to EEVDF", "Decision latency")
-ARCHIVE_KEEPS = {"summary.md", "meta.json", "checks.txt"}
+EFFECTS = "The seeds on the real kernels beside ours"
+SUMMARY_SECTIONS = ("Seed checks", EFFECTS, "Command", "Setup", "Ratios to EEVDF", "Decision latency")
+ARCHIVE_KEEPS = {"summary.md", "meta.json", "checks.txt", "kernels.json", "seed-effects.md"}
 
 
 def summary_of(report_md):
@@ -1086,8 +1096,7 @@ def main(argv):
     ap.add_argument("--archive", action="store_true",
                     help="reduce an older run to its summary once a newer full run is committed: "
                          "write summary.md (" + ", ".join(s.lower() for s in SUMMARY_SECTIONS) +
-                         " of its report.md) and delete everything but summary.md, meta.json and "
-                         "checks.txt")
+                         " of its report.md) and delete everything but " + ", ".join(sorted(ARCHIVE_KEEPS)))
     a = ap.parse_args(argv)
     outdir = Path(a.outdir)
     if not outdir.is_dir():

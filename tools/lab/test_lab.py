@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checks  # noqa: E402
+import kernels  # noqa: E402
 import compare  # noqa: E402
 import lablib  # noqa: E402
 import runlib  # noqa: E402
@@ -327,11 +329,13 @@ def seed2_rows(despite_off=50, skipped_on=40, hb_despite_off=0, mc=None):
     return rows
 
 
-def seed3_rows(fix_affine=90, fix_mig=10):
+def seed3_rows(fix_affine=90, fix_mig=10, fix_blocked=0):
     rows = []
     for rep in (1, 2):
-        for s, aff, mig in (("v6.12-nodd", 90, 10), ("v6.12", 40, 300), ("v6.12+seed3", fix_affine, fix_mig)):
-            rows += [row(s, "lat-ctx", "", rep, "wl:nr_wakeups_affine", aff),
+        for s, aff, mig, blocked in (("v6.12-nodd", 90, 10, 0), ("v6.12", 40, 300, 500),
+                                     ("v6.12+seed3", fix_affine, fix_mig, fix_blocked)):
+            rows += [row(s, "lat-ctx", "", rep, "wl:sync_shortcut_blocked_by_delayed", blocked),
+                     row(s, "lat-ctx", "", rep, "wl:nr_wakeups_affine", aff),
                      row(s, "lat-ctx", "", rep, "wl:nr_wakeups_affine_attempts", 100),
                      row(s, "lat-ctx", "", rep, "wl:nr_wakeups", 1000),
                      row(s, "lat-ctx", "", rep, "task_migrations", mig)]
@@ -371,6 +375,30 @@ def verdicts(results):
     return {name: ok for name, ok, _ in results}
 
 
+def kernels_json(interrupt=((5, 100),) * 3, pending_old=((1, 1),) * 3, pending_new=((0, 60),) * 3,
+                 hits_old=((50, 100),) * 3, hits_new=((20, 100),) * 3):
+    """What tools/oracle/run --json writes, for three reps of tbench and of the seed-4 pipe
+    pairs: 7.2's seed 1 (pulled, cases) a rep, 5.10's and 6.1's newly-idle balances
+    (balanced, entered with a wake-up pending and the other gates open) and seed-4 hits
+    (hits, examined) a rep; every run 1000 placements, 990 of them wake-ups."""
+    def runs(tbench, pairs):
+        return [dict({"workload": w, "rep": rep, "placements": 1000, "wakeups": 990}, **f(rep - 1))
+                for rep in (1, 2, 3) for w, f in (("tbench", tbench), ("sched-pipe-pairs", pairs))]
+
+    def kernel(release, pending, hits):
+        return {"release": release, "runs": runs(
+            lambda i: {"seeds": {"4": [30, 7, 7]},
+                       "newidle": {"pending_balanced": pending[i][0], "pending_open": pending[i][1]}},
+            lambda i: {"seeds": {"4": [200, hits[i][0], 0], "4x": [hits[i][1], hits[i][0], 0]},
+                       "newidle": {}})}
+    return {"secs": 6, "reps": 3, "commit": "x", "kernels": {
+        "sid": {"release": "7.2.13", "runs": runs(
+            lambda i: {"seeds": {"1": [interrupt[i][1], interrupt[i][0], 0]}, "newidle": {}},
+            lambda i: {"seeds": {}, "newidle": {}})},
+        "bullseye": kernel("5.10.0", pending_old, hits_old),
+        "bookworm": kernel("6.1.0", pending_new, hits_new)}}
+
+
 class SeedChecks(unittest.TestCase):
     def test_seed1_passes_at_no_hog_level_and_fails_above(self):
         self.assertTrue(all(verdicts(checks.seed1(seed1_rows(on_hog=(4, 7)))).values()))
@@ -405,7 +433,7 @@ class SeedChecks(unittest.TestCase):
         self.assertIs(ok, False)
         self.assertEqual(checks.tally(res), (0, 1, 0))
         line = checks.check_lines(res)[0]
-        self.assertTrue(line.startswith("CHECK FAIL seed2_latency_percentiles_no_worse memcached 8 conns"), line)
+        self.assertTrue(line.startswith("CHECK FAIL seed2_latency_percentiles_no_worse " + checks.NO_KERNEL + "memcached 8 conns"), line)
         self.assertIn("decided worse above x2.09, no worse below x0.48, the spread of such a ratio with 4 and 4 "
                       "reps and nothing changed", line)
         self.assertIn("p99_us 30825.2 -> 67815.3 (x2.20); worse: p99_us;", line)
@@ -577,6 +605,95 @@ class SeedChecks(unittest.TestCase):
         self.assertTrue(all(verdicts(checks.seed4(seed4_rows(v510=(9, 66), prev_hits=560, prev_miss=4326))).values()))
         self.assertTrue(all(verdicts(checks.seed4(seed4_rows(prev_hits=300, v510=(40, 14)))).values()))
 
+    def test_kernel_effects_are_summed_per_rep(self):
+        k = kernels_json(interrupt=((5, 100), (7, 100), (0, 50)))
+        self.assertEqual(kernels.seed1(k), {"release": "7.2.13", "reps": {1: (5, 100), 2: (7, 100), 3: (0, 50)}})
+        self.assertEqual(kernels.seed2(k)["bullseye"]["reps"], {1: (1, 1), 2: (1, 1), 3: (1, 1)})
+        # 3 of 3 against 0 of 180: dealt at random, all three land on 5.10 once in C(183, 3)
+        self.assertAlmostEqual(kernels.seed2(k)["p"], 1 / math.comb(183, 3))
+        self.assertEqual(kernels.seed4(k)["bookworm"]["share"], {1: (20, 990), 2: (20, 990), 3: (20, 990)})
+        self.assertIsNone(kernels.seed2({"kernels": {"sid": k["kernels"]["sid"]}}))
+        with tempfile.TemporaryDirectory() as d:
+            bad = Path(d) / "k.json"
+            bad.write_text("[]")
+            with self.assertRaisesRegex(ValueError, "no kernels"):
+                kernels.load(bad)
+            with self.assertRaisesRegex(ValueError, "No such file"):
+                kernels.load(Path(d) / "missing.json")
+
+    def test_seed_checks_say_what_they_are_judged_against(self):
+        rows = seed1_rows(on_hog=(4, 7)) + seed2_rows() + seed4_rows()
+        for name, _, detail in checks.all_checks(rows):
+            self.assertTrue(detail.startswith(checks.NO_KERNEL), name)
+        for name, ok, detail in checks.all_checks(rows, kernels_json()):
+            self.assertTrue(detail.startswith("against the paper and the kernel") or
+                            detail.startswith("against the paper, which the kernel") or
+                            detail.startswith("against the kernel in this VM"), (name, detail))
+
+    def test_seed1_undecided_where_the_kernel_makes_no_such_pull(self):
+        rows = seed1_rows(on_hog=(4, 7))
+        self.assertTrue(all(verdicts(checks.seed1(rows, kernels_json())).values()))
+        v = verdicts(checks.seed1(rows, kernels_json(interrupt=((0, 100),) * 3)))
+        self.assertEqual(set(v.values()), {None})
+        v = verdicts(checks.seed1(rows, kernels_json(interrupt=((1, 5),) * 3)))   # 15 cases: too few
+        self.assertEqual(set(v.values()), {None})
+
+    def test_seed2_judged_against_5_10_and_6_1(self):
+        name = "seed2_newidle_pull_skipped_when_wakeup_pending"
+        self.assertTrue(verdicts(checks.seed2(seed2_rows(), kernels_json()))[name])
+        # 5.10 entered no such balance: nothing to compare, undecided
+        self.assertIsNone(verdicts(checks.seed2(seed2_rows(), kernels_json(pending_old=((0, 0),) * 3)))[name])
+        # 6.1 balances most of them too: the kernel shows no skip; ours skips, so it fails
+        v = verdicts(checks.seed2(seed2_rows(), kernels_json(pending_new=((50, 60),) * 3)))
+        self.assertFalse(v[name])
+        # the latency claim, which no kernel here can show, is no check where they were recorded
+        self.assertNotIn("seed2_latency_percentiles_no_worse", v)
+        self.assertIn("seed2_latency_percentiles_no_worse", verdicts(checks.seed2(seed2_rows())))
+        detail = [d for n, _, d in checks.seed2(seed2_rows(), kernels_json()) if n == name][0]
+        self.assertIn("5.10.0 3/3 (per rep [1,1,1]), 6.1.0 0/180 (per rep [0,0,0])", detail)
+
+    def test_seed4_hit_rate_judged_against_the_kernels_fall(self):
+        rate = "seed4_hit_rate_does_not_fall"
+        # the kernels' hit rate falls 50% -> 20% and ours falls beyond sampling noise: pass
+        res = checks.seed4(seed4_rows(v510=(95, 5)), kernels_json())
+        self.assertTrue(verdicts(res)[rate])
+        self.assertIn("against the kernel in this VM, whose hit rate falls", [d for n, _, d in res if n == rate][0])
+        # ours does not fall: fail
+        self.assertFalse(verdicts(checks.seed4(seed4_rows(), kernels_json()))[rate])
+        # the kernels' rate does not fall: the paper's direction, which ours keeps
+        v = verdicts(checks.seed4(seed4_rows(), kernels_json(hits_new=((50, 100), (52, 100), (49, 100)))))
+        self.assertTrue(v[rate])
+        # the kernels' share of wake-ups on recent_used_cpu falls too: ours rises, fail
+        self.assertFalse(verdicts(checks.seed4(seed4_rows(), kernels_json()))["seed4_recent_used_hit_rate_follows_mode"])
+
+    def test_seed3_paper_directions_not_judged_where_the_kernel_cannot_show_them(self):
+        res = checks.seed3(seed3_rows() + kernel_dd_rows())
+        self.assertEqual([n for n, _, _ in res], ["seed3_fix_unblocks_sync_shortcut",
+                                                  "seed3_with_fix_migrations_as_kernel",
+                                                  "seed3_with_fix_affine_as_kernel"])
+        self.assertTrue(all(verdicts(res).values()))
+        self.assertIn("not judged", res[0][2])
+        self.assertFalse(verdicts(checks.seed3(seed3_rows(fix_blocked=3) + kernel_dd_rows()))[
+            "seed3_fix_unblocks_sync_shortcut"])
+
+    def test_seed_effects_table_puts_both_sides_per_rep(self):
+        rows = seed2_rows() + seed4_rows() + seed3_rows() + kernel_dd_rows()
+        table = "\n".join(checks.seed_effects(rows, kernels_json()))
+        self.assertIn("| seed | quantity | the kernel's, per rep | ours, per rep |", table)
+        self.assertIn("| 1 | sync wake-ups from an interrupt placed on the waker's CPU (the pulls the flag removes) | "
+                      "7.2.13: [5.0%,5.0%,5.0%] of such wake-ups | not run |", table)
+        self.assertIn("5.10.0 [1,1,1] of [1,1,1] -> 6.1.0 [0,0,0] of [60,60,60]", table)
+        self.assertIn("| 4 | recent_used_cpu hits where examined (hits over hits and misses) | "
+                      "5.10.0 [50.0%,50.0%,50.0%] -> 6.1.0 [20.0%,20.0%,20.0%] | "
+                      "ru-v5.10 [50.0%,50.0%] -> ru-prev [88.2%,88.2%] |", table)
+        self.assertIn("| 3 | lat_ctx task migrations per wake-up (delayed dequeue with the fix against none) | "
+                      "7.2 eevdf-nodd [10.0%,10.0%] -> eevdf [10.0%,10.0%] | "
+                      "v6.12-nodd [1.0%,1.0%] -> v6.12+seed3 [1.0%,1.0%] |", table)
+        self.assertIn("pending wake-up per rep: flag off [50,50,50,50] -> on [0,0,0,0]", table)
+        self.assertIn("| 2 | response times (the paper's claim, not judged where the kernels' effects were "
+                      "recorded) | not measured", table)
+        self.assertEqual(checks.seed_effects([], None), [])
+
     def test_checks_only_for_what_ran(self):
         self.assertEqual(checks.all_checks(seed4_rows()), checks.seed4(seed4_rows()))
         self.assertEqual(checks.all_checks([]), [])
@@ -702,6 +819,27 @@ class Runner(unittest.TestCase):
             self.assertEqual(meta["notes"][2:], ["later"])
             self.assertEqual(meta["sections"], ["## Old\n", "## Why\n\ntext\n"])
             self.assertEqual(meta["blocks"], [{"setting": "eevdf", "rep": 1, "status": "ok", "block_s": 9.25}])
+
+    def test_from_raw_reads_the_kernel_effects_beside_it(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            lines = ["LAB-META kernel 7.2"]
+            for r in seed4_rows():
+                lines.append(f"LAB r={r['rep']} s={r['setting']} w={r['workload']} p=- m={r['metric']} u=count "
+                             f"v={r['value']:.0f}")
+            (d / "raw.txt").write_text("\n".join(lines + ["LAB-END at 12.0"]) + "\n")
+            (d / "kernels.json").write_text(json.dumps(kernels_json()))
+            rc, out, err = lab_run("--from-raw", d / "raw.txt", "--out", d / "again", "--no-report")
+            self.assertIn("seed4_hit_rate_does_not_fall", out)
+            self.assertIn("against the kernel in this VM, whose hit rate falls", out)
+            self.assertTrue((d / "again" / "kernels.json").is_file())
+            self.assertIn("| 4 | recent_used_cpu hits where examined", (d / "again" / "seed-effects.md").read_text())
+            # a file that is not the oracle's: one line, exit 3 (a parse failure)
+            (d / "bad.json").write_text("{}")
+            rc, out, err = lab_run("--from-raw", d / "raw.txt", "--out", d / "x", "--no-report",
+                                   "--kernel-effects", d / "bad.json")
+            self.assertEqual((rc, err.count("\n")), (3, 1), err)
+            self.assertIn("no kernels", err)
 
 
 if __name__ == "__main__":

@@ -251,6 +251,23 @@ class Layout(Base):
                      "**1 of 2 checks passed.**", "Failed: `seed3_affine`", "| **FAIL** | `seed3_affine` |"):
             self.assertIn(text, md)
 
+    def test_the_seeds_kernel_effects_follow_the_checks_and_stay_archived(self):
+        d = make_outdir(self.tmp / "o", [("eevdf", "tbench", "", "value", "MB/s", [1, 2])],
+                        checks=["CHECK PASS seed4_x against the kernel in this VM: ok"])
+        table = "| seed | quantity | the kernel's, per rep | ours, per rep |\n|---|---|---|---|\n| 4 | q | k | o |\n"
+        (Path(d) / "seed-effects.md").write_text(table)
+        (Path(d) / "kernels.json").write_text("{}\n")
+        md, _ = self.render(d)
+        at = md.index("## The seeds on the real kernels beside ours")
+        self.assertLess(md.index("## Seed checks"), at)
+        self.assertLess(at, md.index("## Command"))
+        self.assertIn(table, md)
+        rc, out, err = run(d, "--archive")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("## The seeds on the real kernels beside ours", (Path(d) / "summary.md").read_text())
+        self.assertEqual(sorted(p.name for p in Path(d).iterdir()),
+                         ["checks.txt", "kernels.json", "meta.json", "seed-effects.md", "summary.md"])
+
     def test_sections_and_notes_close_the_report(self):
         d = make_outdir(self.tmp / "o", [("eevdf", "tbench", "", "value", "MB/s", [1, 2])],
                         sections=["## Why it stands there\n\nBecause.\n"], notes=["first", "second"])
