@@ -852,6 +852,11 @@ def write_md(path, lab, rows, baseline, eevdf, plots):
                  ("Profile", m.get("profile")), ("Repetitions", m.get("reps")), ("Sizes", m.get("sizes"))):
         if v not in (None, "") or k in ("Date", "Commit", "Kernel", "Clock", "Topology", "Host"):
             L.append(f"- **{k}:** {describe(v)}")
+    fx = m.get("kernel_effects")
+    if fx:
+        L.append(f"- **The seeds' kernel effects:** `{describe(fx.get('command') or '(command not recorded)')}`, "
+                 f"{short_commit({'sha': fx['commit']}) if fx.get('commit') else 'commit not recorded'}, "
+                 f"{describe(fx.get('reps'))} reps of {describe(fx.get('secs'))} s (`kernels.json`)")
     failed = m.get("failed_blocks") or []
     if m.get("guest_finished") is False:
         L.append(f"- **The guest did not finish** ({describe(m.get('vm_outcome'))}): the tables hold what "

@@ -319,6 +319,7 @@ class Main(unittest.TestCase):
             self.assertEqual(rc, 0, out)
             got = json.loads(path.read_text())
         self.assertEqual(got["reps"], 2)
+        self.assertTrue(got["command"].startswith("tools/oracle/run --kernels sid --workloads"), got["command"])
         sid = got["kernels"]["sid"]
         self.assertEqual(sid["release"], "7.2.13+deb14-amd64")
         self.assertEqual(sorted((r["workload"], r["rep"]) for r in sid["runs"]),
