@@ -35,8 +35,12 @@ workload() { # name: runs for about SECS seconds
         # sometimes busy and the recent_used_cpu block is consulted.
         sched-pipe-pairs)
             pairs=$(( $(nproc) / 4 )); [ "$pairs" -ge 1 ] || pairs=1
-            for i in $(seq "$pairs"); do timeout "$SECS" perf bench sched pipe -l 100000000 & done
-            wait ;;
+            # Wait for the pairs by pid: a bare wait would wait for the recorder too.
+            pids=
+            for i in $(seq "$pairs"); do
+                timeout "$SECS" perf bench sched pipe -l 100000000 & pids="$pids $!"
+            done
+            wait $pids ;;
         hackbench-pipes) while [ "$(date +%s)" -lt $end ]; do hackbench -p -g 4 -l 100; done ;;
         hackbench-sockets) while [ "$(date +%s)" -lt $end ]; do hackbench -g 4 -l 100; done ;;
         # More groups than the VM's 8 CPUs: 480 tasks, so that wake-ups leave prev often.
