@@ -49,10 +49,11 @@ def release(data, kernel):
 
 def per_rep(data, kernel, count, workload=None):
     """{rep: (numerator, denominator)} summed over the kernel's workloads (or one); count(run)
-    gives a run's pair. {} where the file has no such kernel or workload."""
+    gives a run's pair. A run whose recording failed counts for nothing. {} where the file
+    has no such kernel or workload recorded."""
     out = {}
     for run in (data["kernels"].get(kernel) or {}).get("runs", []):
-        if workload and run["workload"] != workload:
+        if (workload and run["workload"] != workload) or run.get("record_rc", 0) != 0:
             continue
         n, d = count(run)
         a, b = out.get(run["rep"], (0, 0))

@@ -613,6 +613,11 @@ class SeedChecks(unittest.TestCase):
         self.assertAlmostEqual(kernels.seed2(k)["p"], 1 / math.comb(183, 3))
         self.assertEqual(kernels.seed4(k)["bookworm"]["share"], {1: (20, 990), 2: (20, 990), 3: (20, 990)})
         self.assertIsNone(kernels.seed2({"kernels": {"sid": k["kernels"]["sid"]}}))
+        # a run whose recording failed counts for nothing: no seed-4 runs left, no effect
+        for run in k["kernels"]["bullseye"]["runs"]:
+            run["record_rc"] = 1 if run["workload"] == "sched-pipe-pairs" else 0
+        self.assertIsNone(kernels.seed4(k))
+        self.assertEqual(kernels.seed2(k)["bullseye"]["reps"], {1: (1, 1), 2: (1, 1), 3: (1, 1)})
         with tempfile.TemporaryDirectory() as d:
             bad = Path(d) / "k.json"
             bad.write_text("[]")

@@ -326,7 +326,7 @@ class Main(unittest.TestCase):
                          [("hackbench-pipes", 1), ("hackbench-pipes", 2), ("tbench", 1), ("tbench", 2)])
         one = sid["runs"][0]
         # 100 placements, 2 of them forks: 98 wake-ups; both seed-4 lines, apart.
-        self.assertEqual((one["placements"], one["wakeups"]), (100, 98))
+        self.assertEqual((one["record_rc"], one["placements"], one["wakeups"]), (0, 100, 98))
         self.assertEqual(one["seeds"], {"4": [40, 3, 3], "4x": [12, 5, 4]})
         self.assertEqual((one["newidle"]["pending_open"], one["newidle"]["pending_balanced"]), (4, 0))
         # Every run's newly-idle balances count: 4 runs of 500.
