@@ -400,18 +400,24 @@ def seed3_as_kernel(rows):
 def seed4_kernel(k):
     """(hit-rate direction, share direction, text) of the kernel's side of seed 4
     (kernels.seed4), 5.10 against 6.1, each decided on the per-rep rates beyond their
-    spread (None with fewer than two reps a side)."""
+    spread; None (cannot tell) with fewer than two reps a side, or fewer than
+    kernels.MIN_CASES hits on a side: a share of a handful of hits a rep is no evidence of
+    "no change"."""
     old, new = (k[n] for n in kfx.SEED4_KERNELS)
 
     def side(x, what):
         (a, b), r = kfx.totals(x[what]), kfx.rates(x[what])
-        return f"{x['release']} {a}/{b} ({pct(rate(a, b))}; per rep {pcts(r)})", r
-    (ho, hro), (hn, hrn) = side(old, "hit_rate"), side(new, "hit_rate")
-    (so, sro), (sn, srn) = side(old, "share"), side(new, "share")
-    hd, sd = direction(hro, hrn), direction(sro, srn)
-    text = (f"recent_used_cpu hits where examined {ho} -> {hn}, {MOVES.get(hd, 'too few reps')}; wake-ups placed "
-            f"on it {so} -> {sn}, {MOVES.get(sd, 'too few reps')}")
-    return hd, sd, text
+        return f"{x['release']} {a}/{b} ({pct(rate(a, b))}; per rep {pcts(r)})", r, a
+
+    def decide(what):
+        (to, ro, ho), (tn, rn, hn) = side(old, what), side(new, what)
+        if min(ho, hn) < kfx.MIN_CASES:
+            return None, f"{to} -> {tn}, too few hits to tell"
+        d = direction(ro, rn)
+        return d, f"{to} -> {tn}, {MOVES.get(d, 'too few reps')}"
+    hd, ht = decide("hit_rate")
+    sd, st = decide("share")
+    return hd, sd, f"recent_used_cpu hits where examined {ht}; wake-ups placed on it {st}"
 
 
 def seed4(rows, kernels=None):

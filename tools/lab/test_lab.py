@@ -670,6 +670,12 @@ class SeedChecks(unittest.TestCase):
         self.assertTrue(v[rate])
         # the kernels' share of wake-ups on recent_used_cpu falls too: ours rises, fail
         self.assertFalse(verdicts(checks.seed4(seed4_rows(), kernels_json()))["seed4_recent_used_hit_rate_follows_mode"])
+        # a handful of hits a side cannot tell a direction, not even "no change": undecided
+        few = kernels_json(hits_old=((2, 100),) * 3, hits_new=((3, 100),) * 3)
+        res = checks.seed4(seed4_rows(), few)
+        self.assertEqual(set(verdicts(res).values()), {None})
+        self.assertIn("6/300 (2.0%; per rep [2.0%,2.0%,2.0%]) -> 6.1.0 9/300 (3.0%; per rep [3.0%,3.0%,3.0%]), "
+                      "too few hits to tell", res[1][2])
 
     def test_seed3_paper_directions_not_judged_where_the_kernel_cannot_show_them(self):
         res = checks.seed3(seed3_rows() + kernel_dd_rows())
