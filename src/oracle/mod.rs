@@ -496,6 +496,10 @@ pub struct SeedRates {
     /// records can tell (the kernel keeps no count of them); the kernel's hit is its CPU being
     /// that `recent_used_cpu`.
     pub recent_used_cpu_examined: SeedRate,
+    /// Seed 4 as the lab's share counts it: the wake-ups that got past the target, prev and
+    /// per-CPU kthread checks (by the engine's chain on the same records), placed on a
+    /// `recent_used_cpu` that is not prev.
+    pub recent_used_cpu_past_target_and_prev: SeedRate,
 }
 
 impl SeedRates {
@@ -509,6 +513,19 @@ impl SeedRates {
                 .add(rec.recorded_cpu == r, has(Rule::SisRecentUsedHit));
         }
         let flags = rec.wake.wake_flags.unwrap_or(0);
+        let kept_early = [
+            Rule::SisTargetIdle,
+            Rule::SisPrevIdle,
+            Rule::SisKthreadStacking,
+        ];
+        if flags & WAKE_TTWU != 0 && !kept_early.into_iter().any(has) {
+            let on_recent = rec
+                .task
+                .recent_used_cpu
+                .is_some_and(|r| r != rec.task.prev_cpu && r == rec.recorded_cpu);
+            self.recent_used_cpu_past_target_and_prev
+                .add(on_recent, has(Rule::SisRecentUsedHit));
+        }
         let (prev, waker) = (rec.task.prev_cpu, rec.wake.waker_cpu);
         if flags & WAKE_TTWU == 0 || prev == waker {
             return;
@@ -539,6 +556,8 @@ impl SeedRates {
         self.recent_used_cpu_taken.merge(&o.recent_used_cpu_taken);
         self.recent_used_cpu_examined
             .merge(&o.recent_used_cpu_examined);
+        self.recent_used_cpu_past_target_and_prev
+            .merge(&o.recent_used_cpu_past_target_and_prev);
     }
 
     fn render(&self, o: &mut String) {
@@ -559,6 +578,10 @@ impl SeedRates {
             (
                 "seed 4: recent_used_cpu examined (engine's chain), hits",
                 &self.recent_used_cpu_examined,
+            ),
+            (
+                "seed 4: past the target and prev (engine's chain), hits",
+                &self.recent_used_cpu_past_target_and_prev,
             ),
         ] {
             let share = |n| fidelity::share(n, r.cases);

@@ -285,6 +285,10 @@ fn compare_splits_the_race_and_counts_the_seed_cases() {
         (1, 1, 1),
         "{c:?}"
     );
+    // Every record gets past the target and prev (both busy in the sample); only record 3
+    // lands on its recent CPU, on the kernel's side and the engine's.
+    let past = &s.recent_used_cpu_past_target_and_prev;
+    assert_eq!((past.cases, past.kernel, past.engine), (4, 1, 1), "{c:?}");
     assert_eq!(s.sync_beside_delayed_to_waker.cases, 0);
     let out = c.render();
     assert!(

@@ -622,7 +622,9 @@ def seed_effects(rows, kernels):
                                for k in kfx.SEED4_KERNELS) if k4 else "not measured"
         row(4, "recent_used_cpu hits where examined (hits over hits and misses)", kern("hit_rate"),
             ours(hit + ("wl:sis_recent_used_miss",)))
-        row(4, "wake-ups placed on recent_used_cpu (ours: of those past the target and prev)", kern("share"),
+        of = k4[kfx.SEED4_KERNELS[0]]["share_of"] if k4 else "-"
+        row(4, f"wake-ups placed on recent_used_cpu (ours: of those past the target and prev; the kernels': "
+               f"of {of})", kern("share"),
             ours(("wl:nr_wakeups",), ("wl:sis_target_hit", "wl:sis_prev_hit", "wl:sis_kthread_stack_hit")))
     if not lines:
         return []

@@ -612,6 +612,12 @@ class SeedChecks(unittest.TestCase):
         # 3 of 3 against 0 of 180: dealt at random, all three land on 5.10 once in C(183, 3)
         self.assertAlmostEqual(kernels.seed2(k)["p"], 1 / math.comb(183, 3))
         self.assertEqual(kernels.seed4(k)["bookworm"]["share"], {1: (20, 990), 2: (20, 990), 3: (20, 990)})
+        self.assertEqual(kernels.seed4(k)["bookworm"]["share_of"], "all wake-ups")
+        # with the count of wake-ups past the target and prev, the share is of those, as ours
+        for run in k["kernels"]["bookworm"]["runs"]:
+            run["seeds"]["4p"] = [100, 20, 0]
+        self.assertEqual(kernels.seed4(k)["bookworm"]["share"], {1: (20, 100), 2: (20, 100), 3: (20, 100)})
+        self.assertEqual(kernels.seed4(k)["bookworm"]["share_of"], "wake-ups past the target and prev")
         self.assertIsNone(kernels.seed2({"kernels": {"sid": k["kernels"]["sid"]}}))
         # a run whose recording failed counts for nothing: no seed-4 runs left, no effect
         for run in k["kernels"]["bullseye"]["runs"]:

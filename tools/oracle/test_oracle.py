@@ -62,6 +62,8 @@ def compare_output(inputs, agree, records, classes, pairs=(), race=True, stand_i
             f"engine       {3 if inputs == 'kernel' else 9} ({'7.5' if inputs == 'kernel' else '22.5'}%)",
             "    seed 4: recent_used_cpu examined (engine's chain), hits       12; kernel       5 (41.7%), "
             "engine       4 (33.3%)",
+            "    seed 4: past the target and prev (engine's chain), hits       30; kernel       5 (16.7%), "
+            "engine       4 (13.3%)",
             f"agreement: {agree} of {records} ({pct(agree, records)})"]
     return out
 
@@ -327,7 +329,7 @@ class Main(unittest.TestCase):
         one = sid["runs"][0]
         # 100 placements, 2 of them forks: 98 wake-ups; both seed-4 lines, apart.
         self.assertEqual((one["record_rc"], one["placements"], one["wakeups"]), (0, 100, 98))
-        self.assertEqual(one["seeds"], {"4": [40, 3, 3], "4x": [12, 5, 4]})
+        self.assertEqual(one["seeds"], {"4": [40, 3, 3], "4x": [12, 5, 4], "4p": [30, 5, 4]})
         self.assertEqual((one["newidle"]["pending_open"], one["newidle"]["pending_balanced"]), (4, 0))
         # Every run's newly-idle balances count: 4 runs of 500.
         self.assertIn("CHECK PASS oracle_newidle_sid 7.2.13+deb14-amd64: 2000 newly-idle balances;", out)
