@@ -794,6 +794,24 @@ def lab_run(*args):
 class Runner(unittest.TestCase):
     """tools/lab/run's options that need no VM: --dry-run, usage errors, --from-raw."""
 
+    def test_a_kernels_run_that_writes_nothing_leaves_the_results_standing(self):
+        lab = runlib.load_script(RUN, "lab_run")
+        a = argparse.Namespace(kernel_effects=None, quick=False, settings=None, workloads=None, reps=3)
+        ran, saved = [], lab.subprocess.run
+        lab.subprocess.run = lambda cmd, **kw: ran.append(cmd)
+        err = io.StringIO()
+        try:
+            with tempfile.TemporaryDirectory() as d, contextlib.redirect_stderr(err):
+                self.assertIsNone(lab.kernel_effects(a, Path(d), None))
+        finally:
+            lab.subprocess.run = saved
+        self.assertEqual(len(ran), 1)
+        self.assertIn("--reps", ran[0])
+        # the command it ran, then one line that it wrote nothing
+        lines = err.getvalue().splitlines()
+        self.assertEqual(len(lines), 2, lines)
+        self.assertIn("the checks go on without the kernels' effects", lines[1])
+
     def test_dry_run_prints_the_plan_and_sizes(self):
         rc, out, err = lab_run("--dry-run", "--settings", "eevdf,scx_bpfland", "--workloads",
                                "hackbench-thread-sockets:4,lat-ctx", "--lat-ctx-args", "-P 8 -s 0 -N 1 -W 0 2",
