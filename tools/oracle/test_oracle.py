@@ -334,6 +334,21 @@ class Main(unittest.TestCase):
         # Every run's newly-idle balances count: 4 runs of 500.
         self.assertIn("CHECK PASS oracle_newidle_sid 7.2.13+deb14-amd64: 2000 newly-idle balances;", out)
 
+    def test_a_json_path_in_no_directory_is_refused_before_any_vm(self):
+        asked = []
+        saved = run.guest_run
+        run.guest_run = lambda *a, **k: asked.append(a) or (0, "", [])
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as e:
+                run.main(["--kernels", "sid", "--json", "/nonexistent-dir/k.json", "--binary", sys.executable])
+        finally:
+            run.guest_run = saved
+        self.assertEqual(e.exception.code, 2)
+        self.assertEqual(asked, [])
+        self.assertEqual(err.getvalue().count("\n"), 1, err.getvalue())
+        self.assertIn("--json /nonexistent-dir/k.json: no such directory", err.getvalue())
+
     def test_the_full_profile_discriminates_and_writes_every_table(self):
         rc, out, doc, asked = self.run_main("--kernels", "sid", "--workloads", "hackbench-pipes,tbench")
         self.assertEqual(rc, 0, out)
