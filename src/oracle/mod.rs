@@ -513,6 +513,7 @@ impl SeedRates {
                 .add(rec.recorded_cpu == r, has(Rule::SisRecentUsedHit));
         }
         let flags = rec.wake.wake_flags.unwrap_or(0);
+        let (prev, waker) = (rec.task.prev_cpu, rec.wake.waker_cpu);
         let kept_early = [
             Rule::SisTargetIdle,
             Rule::SisPrevIdle,
@@ -522,11 +523,10 @@ impl SeedRates {
             let on_recent = rec
                 .task
                 .recent_used_cpu
-                .is_some_and(|r| r != rec.task.prev_cpu && r == rec.recorded_cpu);
+                .is_some_and(|r| r != prev && r == rec.recorded_cpu);
             self.recent_used_cpu_past_target_and_prev
                 .add(on_recent, has(Rule::SisRecentUsedHit));
         }
-        let (prev, waker) = (rec.task.prev_cpu, rec.wake.waker_cpu);
         if flags & WAKE_TTWU == 0 || prev == waker {
             return;
         }
