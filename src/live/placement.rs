@@ -484,7 +484,9 @@ impl Placer {
                 self.trace_dropped += 1;
             }
         }
-        for &(cpu, snap) in &as_selected {
+        // Last change first: a CPU changed twice (idle since after select time,
+        // and prev with its own queued wake-up) gets back what was read.
+        for &(cpu, snap) in as_selected.iter().rev() {
             self.snaps[cpu] = snap;
         }
         as_selected.clear();
@@ -918,6 +920,25 @@ mod tests {
             // Only for that decision: the snapshot still says what BPF read.
             assert!(p.snaps[2].ttwu_pending);
         }
+    }
+
+    /// A handoff wake-up whose prev is both free only since after select time
+    /// and holding its own queued wake-up: both changes are for that decision
+    /// only, and the snapshot is what was read afterwards.
+    #[test]
+    fn a_cpu_changed_twice_for_one_decision_is_restored_as_read() {
+        let select = 1_000_000_000;
+        let mut st = states(&[6]);
+        st[2].ttwu_pending = true;
+        st[2].free_since_ns = select + 500_000;
+        let mut p = placer("mainline");
+        p.begin_batch(&st, select + 1_000_000);
+        let before = p.snaps[2];
+        let mut m = msg(10, 2, 6, false, WAKER_TASK, 1);
+        m.handoff_seq = 5;
+        let cpu = p.place(&m).cpu;
+        assert_ne!(cpu, 2, "busy at select time");
+        assert_eq!(p.snaps[2], before);
     }
 
     /// The agent's CPU (agent pid 1 here, running on CPU 7): idle for the
