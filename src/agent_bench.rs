@@ -39,12 +39,17 @@
 //! - `pingpong`: two tasks waking each other with sync wake-ups (a pipe),
 //!   every batch a single wake-up (perf bench sched pipe, lat_ctx): the
 //!   waker's CPU runs it, the agent polls on the last CPU, the rest are idle.
-//!   The wakee's prev is wherever the placer put it last.
+//!   The wakee's prev is wherever the placer put it last. Only the CPUs the
+//!   two tasks run on change; an idle CPU keeps the util it went idle with,
+//!   as the estimator publishes a CPU's averages at its own events.
 //! - `mixed`: about two thirds of the CPUs busy with 1-3 tasks (some with a
 //!   wake-up pending, decisions in flight or a CPU awaiting its own wakee),
 //!   batches of 1-4 wake-ups of 200 tasks (or a fixed number, of different
 //!   tasks), some pinned to a few CPUs, half sync, a quarter from softirq,
-//!   and sleep reports that feed the delayed-dequeue emulation.
+//!   and sleep reports that feed the delayed-dequeue emulation. A batch
+//!   changes the CPUs the last batch's tasks went to, those its sleeps left
+//!   and two more; `WAKELAB_COST_CHURN=all` draws every CPU anew each batch
+//!   instead (the worst case for a reader that skips unchanged CPUs).
 
 use std::hash::Hasher;
 use std::sync::mpsc::sync_channel;
@@ -241,14 +246,12 @@ impl Load for PingPong {
 
     fn placed(&mut self, b: &Batch, cpus: &[usize]) {
         let (waker, wakee) = (self.running, self.asleep);
-        // 10 us of every ~12 us: the waker's CPU's util climbs, the others' decay.
-        for (c, u) in self.util.iter_mut().enumerate() {
-            *u = if c == waker.1 {
-                *u + (1024 - *u) / 32
-            } else {
-                *u - *u / 64
-            };
-        }
+        // 10 us of every ~12 us: the waker's CPU's util climbs. The estimator
+        // publishes a CPU's averages at that CPU's own events only
+        // (bpf/estimator.bpf.c): an idle CPU keeps what it published as it
+        // went idle until something runs there again.
+        let u = &mut self.util[waker.1];
+        *u += (1024 - *u) / 32;
         // The waker sleeps on its pipe, the wakee runs where it was put.
         self.free_since[waker.1] = b.now_ns + 1_000;
         self.running = (wakee.0, cpus[0]);
@@ -262,13 +265,20 @@ struct Mixed {
     /// Wake-ups a batch: None draws 1-4 (the fingerprint's mix), Some(n)
     /// exactly n, of n different tasks.
     per_batch: Option<usize>,
+    /// Every CPU drawn anew each batch (`WAKELAB_COST_CHURN=all`), where
+    /// the load otherwise changes only the CPUs something happened on.
+    churn_all: bool,
     now: u64,
     r: XorShift,
     prev: Vec<usize>,
+    /// Each CPU as BPF last published it (empty before the first batch).
+    cpus: Vec<CpuReading>,
+    /// CPUs the last batch's wake-ups were placed on.
+    placed: Vec<usize>,
 }
 
 impl Mixed {
-    fn new(nr: usize, per_batch: Option<usize>) -> Self {
+    fn new(nr: usize, per_batch: Option<usize>, churn_all: bool) -> Self {
         assert!(
             per_batch.is_none_or(|n| (1..=TASKS / 2).contains(&n)),
             "mixed: 1 to {} wake-ups a batch",
@@ -279,10 +289,39 @@ impl Mixed {
         Mixed {
             nr,
             per_batch,
+            churn_all,
             now: 1_000_000_000,
             r,
             prev,
+            cpus: Vec::new(),
+            placed: Vec::new(),
         }
+    }
+
+    /// CPU `c` as BPF would publish it after an event there at `now`.
+    fn draw_cpu(r: &mut XorShift, c: usize, now: u64) -> CpuReading {
+        let util = r.below(1025) as u32;
+        let mut s = CpuReading {
+            idle: true,
+            last_idle_ns: r.below(2_000_000),
+            last_idle_end_ns: now.saturating_sub(r.below(10_000_000)),
+            free_since_ns: now.saturating_sub(r.below(400_000)) + r.below(50_000),
+            est_util_avg: util,
+            est_load_avg: u64::from(util / 2),
+            own_wakee_until_ns: if r.chance(5) { now + 100_000 } else { 0 },
+            ttwu_pending: r.chance(5),
+            inflight: r.chance(5) as u32,
+            ..Default::default()
+        };
+        if r.chance(65) {
+            s.idle = false;
+            s.curr_pid = 5_000 + c as i32;
+            s.nr_runnable = 1 + r.below(3) as u32;
+            s.dsq_queued = s.nr_runnable - 1;
+            s.free_since_ns = 0;
+            s.est_load_avg = u64::from(s.nr_runnable) * 1024 - r.below(512);
+        }
+        s
     }
 }
 
@@ -291,32 +330,7 @@ impl Load for Mixed {
         let r = &mut self.r;
         self.now += 5_000 + r.below(200_000);
         let now = self.now;
-        let mut readings = Vec::with_capacity(self.nr);
-        for c in 0..self.nr {
-            let util = r.below(1025) as u32;
-            let mut s = CpuReading {
-                idle: true,
-                last_idle_ns: r.below(2_000_000),
-                last_idle_end_ns: now.saturating_sub(r.below(10_000_000)),
-                free_since_ns: now.saturating_sub(r.below(400_000)) + r.below(50_000),
-                est_util_avg: util,
-                est_load_avg: u64::from(util / 2),
-                own_wakee_until_ns: if r.chance(5) { now + 100_000 } else { 0 },
-                ttwu_pending: r.chance(5),
-                inflight: r.chance(5) as u32,
-                ..Default::default()
-            };
-            if r.chance(65) {
-                s.idle = false;
-                s.curr_pid = 5_000 + c as i32;
-                s.nr_runnable = 1 + r.below(3) as u32;
-                s.dsq_queued = s.nr_runnable - 1;
-                s.free_since_ns = 0;
-                s.est_load_avg = u64::from(s.nr_runnable) * 1024 - r.below(512);
-            }
-            readings.push(s);
-        }
-        let sleeps = (0..r.below(3))
+        let sleeps: Vec<Sleep> = (0..r.below(3))
             .map(|_| Sleep {
                 pid: r.below(TASKS as u64) as u32 + 10,
                 cpu: r.below(self.nr as u64) as usize,
@@ -324,6 +338,25 @@ impl Load for Mixed {
                 at_ns: now - r.below(5_000),
             })
             .collect();
+        // What changed since the last batch: the CPUs its wake-ups went to
+        // (their tasks run there now), those the sleeps left, and two more
+        // (elsewhere tasks start, stop and tick); at first, or with
+        // churn_all, every CPU.
+        if self.cpus.is_empty() || self.churn_all {
+            self.cpus = (0..self.nr).map(|c| Self::draw_cpu(r, c, now)).collect();
+        } else {
+            let others = [
+                r.below(self.nr as u64) as usize,
+                r.below(self.nr as u64) as usize,
+            ];
+            let changed = (self.placed.iter().copied())
+                .chain(sleeps.iter().map(|s| s.cpu))
+                .chain(others);
+            for c in changed {
+                self.cpus[c] = Self::draw_cpu(r, c, now);
+            }
+        }
+        let readings = self.cpus.clone();
         let nr_wakeups = match self.per_batch {
             Some(n) => n as u64,
             None => 1 + r.below(4),
@@ -386,6 +419,8 @@ impl Load for Mixed {
         for (w, &c) in b.wakeups.iter().zip(cpus) {
             self.prev[(w.pid - 10) as usize] = c;
         }
+        self.placed.clear();
+        self.placed.extend_from_slice(cpus);
     }
 }
 
@@ -399,7 +434,7 @@ fn load(name: &str, nr: usize, per_batch: Option<usize>) -> Box<dyn Load> {
             );
             Box::new(PingPong::new(nr))
         }
-        "mixed" => Box::new(Mixed::new(nr, per_batch)),
+        "mixed" => Box::new(Mixed::new(nr, per_batch, churn_all_from_env())),
         other => panic!("unknown load {other}: pingpong or mixed"),
     }
 }
@@ -533,6 +568,16 @@ fn decision_cost() {
         run.label(),
         fnv.finish()
     );
+}
+
+/// `WAKELAB_COST_CHURN=all`: the mixed load draws every CPU anew each batch
+/// (unset or `events`: only the CPUs something happened on).
+fn churn_all_from_env() -> bool {
+    match env("WAKELAB_COST_CHURN", "events").as_str() {
+        "all" => true,
+        "events" | "" => false,
+        other => panic!("WAKELAB_COST_CHURN: events or all, not {other}"),
+    }
 }
 
 /// `WAKELAB_COST_BATCH`: wake-ups a batch of the mixed load (unset or
