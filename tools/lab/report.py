@@ -856,7 +856,9 @@ def write_md(path, lab, rows, baseline, eevdf, plots):
     if fx:
         L.append(f"- **The seeds' kernel effects:** `{describe(fx.get('command') or '(command not recorded)')}`, "
                  f"{short_commit({'sha': fx['commit']}) if fx.get('commit') else 'commit not recorded'}, "
-                 f"{describe(fx.get('reps'))} reps of {describe(fx.get('secs'))} s (`kernels.json`)")
+                 f"{describe(fx.get('reps'))} reps of {describe(fx.get('secs'))} s"
+                 + "".join(f", {w} {n} s" for w, n in (fx.get("secs_for") or {}).items())
+                 + " (`kernels.json`)")
     failed = m.get("failed_blocks") or []
     if m.get("guest_finished") is False:
         L.append(f"- **The guest did not finish** ({describe(m.get('vm_outcome'))}): the tables hold what "

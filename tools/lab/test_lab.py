@@ -869,7 +869,8 @@ class Runner(unittest.TestCase):
             self.assertIn("against the kernel in this VM, whose hit rate falls", out)
             self.assertTrue((d / "again" / "kernels.json").is_file())
             meta = json.loads((d / "again" / "meta.json").read_text())
-            self.assertEqual(meta["kernel_effects"], {"command": None, "commit": "x", "reps": 3, "secs": 6})
+            self.assertEqual(meta["kernel_effects"], {"command": None, "commit": "x", "reps": 3, "secs": 6,
+                                                      "secs_for": None})
             self.assertIn("| 4 | recent_used_cpu hits where examined", (d / "again" / "seed-effects.md").read_text())
             # a file that is not the oracle's: one line, exit 3 (a parse failure)
             (d / "bad.json").write_text("{}")

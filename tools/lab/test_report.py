@@ -255,7 +255,8 @@ class Layout(Base):
         d = make_outdir(self.tmp / "o", [("eevdf", "tbench", "", "value", "MB/s", [1, 2])],
                         checks=["CHECK PASS seed4_x against the kernel in this VM: ok"],
                         kernel_effects={"command": "tools/oracle/run --reps 3 --json k.json",
-                                        "commit": "0123456789abcdef", "reps": 3, "secs": 6})
+                                        "commit": "0123456789abcdef", "reps": 3, "secs": 6,
+                                        "secs_for": {"sched-pipe-pairs": 40}})
         table = "| seed | quantity | the kernel's, per rep | ours, per rep |\n|---|---|---|---|\n| 4 | q | k | o |\n"
         (Path(d) / "seed-effects.md").write_text(table)
         (Path(d) / "kernels.json").write_text("{}\n")
@@ -265,7 +266,7 @@ class Layout(Base):
         self.assertLess(at, md.index("## Command"))
         self.assertIn(table, md)
         self.assertIn("- **The seeds' kernel effects:** `tools/oracle/run --reps 3 --json k.json`, commit "
-                      "0123456789ab, 3 reps of 6 s (`kernels.json`)", md)
+                      "0123456789ab, 3 reps of 6 s, sched-pipe-pairs 40 s (`kernels.json`)", md)
         rc, out, err = run(d, "--archive")
         self.assertEqual(rc, 0, err)
         self.assertIn("## The seeds on the real kernels beside ours", (Path(d) / "summary.md").read_text())

@@ -5,6 +5,7 @@
 # line naming its inputs); the newly-idle balances are recorded beside them and accounted
 # for after an ORACLE-NEWIDLE line.
 # Env: WORKLOADS (space-separated names below), SECS (seconds of workload each),
+# SECS_FOR (space-separated WORKLOAD=SECONDS: those workloads' own seconds instead),
 # DISCRIMINATE=1 to replay with the other kernels' presets too (oracle compare --discriminate),
 # STAND_INS (space-separated workloads) to cost each of the live agent's stand-ins on those
 # (oracle compare --stand-ins, with the kernel's inputs: eighteen more replays a record),
@@ -13,7 +14,14 @@
 set -u
 REPS=${REPS:-1}
 LMB=${LMB:-/opt/lmbench/bin}
-SECS=${SECS:-8}
+SECS_DEFAULT=${SECS:-8}
+SECS=$SECS_DEFAULT
+secs_of() { # workload: its SECS_FOR seconds, else SECS_DEFAULT
+    for e in ${SECS_FOR:-}; do
+        [ "${e%%=*}" = "$1" ] && { echo "${e#*=}"; return; }
+    done
+    echo "$SECS_DEFAULT"
+}
 discriminate=
 [ "${DISCRIMINATE:-0}" = 1 ] && discriminate=--discriminate
 echo "ORACLE-KERNEL $(uname -r)"
@@ -72,6 +80,7 @@ while [ $rep -le "$REPS" ]; do
         while [ ! -e "$out" ] && kill -0 $rec 2>/dev/null && [ $i -lt 600 ]; do
             sleep 0.1; i=$((i + 1))
         done
+        SECS=$(secs_of "$w")
         workload "$w" >/dev/null 2>&1
         kill -INT $rec 2>/dev/null   # the recorder stops cleanly on SIGINT, as on Ctrl-C
         wait $rec

@@ -289,8 +289,10 @@ class Main(unittest.TestCase):
     def run_main(self, *argv):
         asked = []
 
-        def guest_run(kernel, workloads, secs, binary, log, discriminate=False, stand_ins=(), reps=1):
+        def guest_run(kernel, workloads, secs, binary, log, discriminate=False, stand_ins=(), reps=1,
+                      secs_for=None):
             asked.append((discriminate, stand_ins))
+            self.secs_asked = (secs, dict(secs_for or {}))
             return 0, guest_output(stand_ins=stand_ins, reps=reps), ["wakelab-vm"]
         out = io.StringIO()
         saved = run.guest_run, run.MIN_RECORDS, os.environ.get("WAKELAB_CACHE"), run.MIN_LIVE_AGREEMENT
@@ -333,6 +335,46 @@ class Main(unittest.TestCase):
         self.assertEqual((one["newidle"]["pending_open"], one["newidle"]["pending_balanced"]), (4, 0))
         # Every run's newly-idle balances count: 4 runs of 500.
         self.assertIn("CHECK PASS oracle_newidle_sid 7.2.13+deb14-amd64: 2000 newly-idle balances;", out)
+
+    def test_one_workload_may_run_longer_than_the_others(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "kernels.json"
+            rc, out, doc, asked = self.run_main("--kernels", "sid", "--workloads", "hackbench-pipes,tbench",
+                                                "--secs", "6", "--secs", "tbench=40",
+                                                "--json", str(path))
+            self.assertEqual(rc, 0, out)
+            got = json.loads(path.read_text())
+        self.assertEqual(self.secs_asked, (6, {"tbench": 40}))
+        self.assertEqual((got["secs"], got["secs_for"]), (6, {"tbench": 40}))
+        self.assertIn("--secs 6 --secs tbench=40", got["command"])
+
+    def refused(self, *argv):
+        asked = []
+        saved = run.guest_run
+        run.guest_run = lambda *a, **k: asked.append(a) or (0, "", [])
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as e:
+                run.main([*argv, "--binary", sys.executable])
+        finally:
+            run.guest_run = saved
+        self.assertEqual((e.exception.code, asked), (2, []))
+        self.assertEqual(err.getvalue().count("\n"), 1, err.getvalue())
+        return err.getvalue()
+
+    def test_seconds_for_a_workload_not_run_or_unknown_are_refused(self):
+        self.assertIn("--secs tbench=...: not among the workloads run",
+                      self.refused("--kernels", "sid", "--workloads", "sched-pipe", "--secs", "tbench=5"))
+        self.assertIn("nosuch: no such workload", self.refused("--kernels", "sid", "--secs", "nosuch=5"))
+        self.assertIn("--secs", self.refused("--kernels", "sid", "--secs", "tbench=0"))
+
+    def test_the_guest_gives_a_workload_its_own_seconds(self):
+        script = (ROOT / "tools/oracle/guest.sh").read_text()
+        fn = script[script.index("SECS_DEFAULT="):script.index("discriminate=")]
+        got = subprocess.run(["sh", "-c", fn + 'secs_of tbench; secs_of sched-pipe-pairs; secs_of sched-pipe'],
+                             env={"SECS": "6", "SECS_FOR": "sched-pipe-pairs=40 tbench=9", "PATH": "/usr/bin:/bin"},
+                             capture_output=True, text=True, check=True).stdout.split()
+        self.assertEqual(got, ["9", "40", "6"])
 
     def test_a_json_path_in_no_directory_is_refused_before_any_vm(self):
         asked = []
