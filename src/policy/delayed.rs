@@ -49,6 +49,11 @@ pub struct DelayedDequeue {
     /// every wake-up, and most of the time there are none, so the walks over every CPU's
     /// list are skipped then.  Every method that changes `per_cpu` keeps it.
     total: usize,
+    /// The CPUs whose list may hold a task, each once (`listed`): the walks look at these
+    /// only, so that their cost follows the sleepers, not the machine's size.  A list that
+    /// empties stays here until the next [`DelayedDequeue::expire`] drops it.
+    occupied: Vec<usize>,
+    listed: Vec<bool>,
 }
 
 impl DelayedDequeue {
@@ -59,6 +64,8 @@ impl DelayedDequeue {
             enabled,
             per_cpu: vec![Vec::new(); nr_cpus],
             total: 0,
+            occupied: Vec::with_capacity(nr_cpus),
+            listed: vec![false; nr_cpus],
         }
     }
 
@@ -73,6 +80,8 @@ impl DelayedDequeue {
         if !on {
             self.per_cpu.iter_mut().for_each(Vec::clear);
             self.total = 0;
+            self.occupied.clear();
+            self.listed.iter_mut().for_each(|l| *l = false);
         }
     }
 
@@ -85,6 +94,9 @@ impl DelayedDequeue {
             return false;
         }
         self.remove(pid);
+        if !std::mem::replace(&mut self.listed[cpu], true) {
+            self.occupied.push(cpu);
+        }
         self.per_cpu[cpu].push(DelayedTask {
             pid,
             until_ns: now_ns.saturating_add(lag_ns as u64),
@@ -107,7 +119,8 @@ impl DelayedDequeue {
         if self.total == 0 {
             return None;
         }
-        for (cpu, list) in self.per_cpu.iter_mut().enumerate() {
+        for &cpu in &self.occupied {
+            let list = &mut self.per_cpu[cpu];
             if let Some(i) = list.iter().position(|t| t.pid == pid) {
                 list.swap_remove(i);
                 self.total -= 1;
@@ -120,15 +133,29 @@ impl DelayedDequeue {
     /// Dequeues every task whose lag has elapsed by `now_ns`; returns how many left.
     #[inline]
     pub fn expire(&mut self, now_ns: u64) -> usize {
+        self.expire_each(now_ns, |_| {})
+    }
+
+    /// [`DelayedDequeue::expire`], calling `left_from(cpu)` for each CPU whose count fell
+    /// (for drivers that rebuild only the CPUs that changed).
+    #[inline]
+    pub fn expire_each(&mut self, now_ns: u64, mut left_from: impl FnMut(usize)) -> usize {
         if self.total == 0 {
             return 0;
         }
         let mut n = 0;
-        for list in &mut self.per_cpu {
+        let (per_cpu, listed) = (&mut self.per_cpu, &mut self.listed);
+        self.occupied.retain(|&cpu| {
+            let list = &mut per_cpu[cpu];
             let before = list.len();
             list.retain(|t| t.until_ns > now_ns);
-            n += before - list.len();
-        }
+            if list.len() < before {
+                n += before - list.len();
+                left_from(cpu);
+            }
+            listed[cpu] = !list.is_empty();
+            listed[cpu]
+        });
         self.total -= n;
         n
     }
@@ -159,9 +186,7 @@ impl DelayedDequeue {
         if self.total == 0 {
             return None;
         }
-        self.per_cpu
-            .iter()
-            .position(|l| l.iter().any(|t| t.pid == pid))
+        (self.occupied.iter().copied()).find(|&cpu| self.per_cpu[cpu].iter().any(|t| t.pid == pid))
     }
 
     /// The delayed tasks of `cpu`.
@@ -261,6 +286,15 @@ mod tests {
             }
             let held: usize = (0..5).map(|c| dd.tasks(c).len()).sum();
             assert_eq!(dd.total, held, "step {step}");
+            // Every CPU holding a sleeper is walked, and none twice.
+            for c in 0..4 {
+                let times = dd.occupied.iter().filter(|&&o| o == c).count();
+                assert_eq!(times, dd.listed[c] as usize, "step {step}, CPU {c}");
+                assert!(
+                    dd.tasks(c).is_empty() || dd.listed[c],
+                    "step {step}, CPU {c}"
+                );
+            }
             let mut snaps = vec![CpuSnapshot::busy(1); 4];
             snaps[2].nr_delayed = 9;
             dd.apply_to(&mut snaps);
