@@ -65,8 +65,10 @@ static void set_own_wakee_until(s32 cpu, u64 until)
 	if (cpu < 0 || cpu >= WL_MAX_CPUS)
 		return;
 	slot = MEMBER_VPTR(wl_shared, .own_wakee_until[cpu]);
-	if (slot && *slot != until)
+	if (slot && *slot != until) {
 		*slot = until;
+		note_cpu_changed(cpu);
+	}
 }
 
 /*

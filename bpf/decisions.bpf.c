@@ -72,8 +72,10 @@ static void inflight_done(s32 cpu)
 	if (cpu < 0 || cpu >= WL_MAX_CPUS)
 		return;
 	slot = MEMBER_VPTR(wl_shared, .inflight[cpu]);
-	if (slot && READ_ONCE(*slot))
+	if (slot && READ_ONCE(*slot)) {
 		__sync_fetch_and_sub(slot, 1);
+		note_cpu_changed(cpu);
+	}
 }
 
 /*

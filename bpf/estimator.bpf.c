@@ -62,9 +62,10 @@ static void est_publish(s32 cpu, struct pelt_cpu *c)
 {
 	struct cpu_state *cs = cpu_state_of(cpu);
 
-	if (cs) {
+	if (cs && (cs->est_load_avg != c->avg.load_avg || cs->est_util_avg != c->avg.util_avg)) {
 		WRITE_ONCE(cs->est_load_avg, c->avg.load_avg);
 		WRITE_ONCE(cs->est_util_avg, c->avg.util_avg);
+		note_cpu_changed(cpu);
 	}
 }
 

@@ -457,6 +457,27 @@ struct wl_shared {
 	 */
 	u64 own_wakee_until[WL_MAX_CPUS];
 	/*
+	 * Which CPUs' placement inputs changed since the agent last read them,
+	 * so that it reads and rebuilds only those: bit cpu % 64 of word
+	 * cpu / 64, each word alone on its cache line. The inputs are the
+	 * fields of cpu_state[cpu] the agent reads (src/live/protocol.rs,
+	 * read_one()), inflight[cpu] and own_wakee_until[cpu].
+	 * Set by whoever changes one of them, BPF on any CPU (note_cpu_changed())
+	 * or the agent (its inflight adds), with an atomic OR after the change:
+	 * a full barrier, so the OR releases the change. Cleared only by the
+	 * agent, with an atomic exchange of the word to 0 (acquire) before it
+	 * reads the slots whose bits it took. A change made while the agent
+	 * reads sets the bit again: the agent reads that slot once more at
+	 * once (twice at most) or at its next batch.
+	 * Invariant: once a change's OR is done, the agent reads that slot
+	 * again before it decides on it; a slot whose bit is clear was read
+	 * after its last completed change.
+	 */
+	struct wl_changed_word {
+		u64 bits;
+		u64 pad[7];
+	} cpu_changed[WL_MAX_CPUS / 64];
+	/*
 	 * Owner agent between apply runs, read by BPF during one: the batch of
 	 * decisions apply_decisions carries out (struct apply_args.nr of them).
 	 */

@@ -443,6 +443,9 @@ void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
 	if (cs) {
 		cs->curr_pid = p->pid;
 		cs->curr_policy = p->policy;
+		if (!is_agent(p))
+			cs->free_since_ns = 0;
+		note_cpu_changed(cpu);
 	}
 	if (is_agent(p)) {
 		/* Running, it looks at the ring before it parks again. */
@@ -455,8 +458,6 @@ void BPF_STRUCT_OPS(wakelab_running, struct task_struct *p)
 		wl_shared.agent_cpu = cpu;
 		return;
 	}
-	if (cs)
-		cs->free_since_ns = 0;
 	est_running(p, cpu);
 	tctx = lookup_task_ctx(p);
 	if (!tctx)
@@ -495,8 +496,10 @@ void BPF_STRUCT_OPS(wakelab_stopping, struct task_struct *p, bool runnable)
 	if (!runnable)
 		runnable_add(scx_bpf_task_cpu(p), -1);
 	cs = cpu_state_of(scx_bpf_task_cpu(p));
-	if (cs)
+	if (cs) {
 		cs->free_since_ns = now;
+		note_cpu_changed(scx_bpf_task_cpu(p));
+	}
 	tctx = lookup_task_ctx(p);
 	if (!tctx || !tctx->start_ns)
 		return;
@@ -554,6 +557,7 @@ void BPF_STRUCT_OPS(wakelab_update_idle, s32 cpu, bool idle)
 		 */
 		__sync_lock_test_and_set(&cs->idle, 1);
 		cs->nr_runnable = 0;
+		note_cpu_changed(cpu);
 		if (READ_ONCE(agent_parked) && agent_has_work() &&
 		    agent_may_run_on(cpu, now)) {
 			__sync_fetch_and_add(&nr_idle_agent_kicks, 1);
@@ -577,6 +581,7 @@ void BPF_STRUCT_OPS(wakelab_update_idle, s32 cpu, bool idle)
 		}
 		cs->idle = 0;
 		cs->idle_since_ns = 0;
+		note_cpu_changed(cpu);
 	}
 }
 

@@ -170,6 +170,21 @@ static bool cpu_valid(s32 cpu)
 }
 
 /*
+ * @cpu's placement inputs changed (wl_shared.cpu_changed, intf.h): called
+ * after the change, whose stores the atomic OR orders before the bit.
+ */
+static void note_cpu_changed(s32 cpu)
+{
+	struct wl_changed_word *w;
+
+	if (cpu < 0 || cpu >= WL_MAX_CPUS)
+		return;
+	w = MEMBER_VPTR(wl_shared, .cpu_changed[cpu / 64]);
+	if (w)
+		__sync_fetch_and_or(&w->bits, 1ULL << (cpu & 63));
+}
+
+/*
  * How many tasks may wait in each CPU's DSQ (slot = the CPU) and in the
  * fallback DSQ (slot WL_HINT_FALLBACK): an upper bound kept without looking
  * the queues up. scx_bpf_dsq_nr_queued() and scx_bpf_dsq_move_to_local()
@@ -278,19 +293,29 @@ static u32 nr_runnable_on(s32 cpu, s32 curr_pid)
 static void refresh_cpu_state(s32 cpu, u64 now)
 {
 	struct cpu_state *cs = cpu_state_of(cpu);
+	u32 ttwu, queued, runnable;
 	struct rq *rq;
+	bool changed;
 
 	if (!cs || !cpu_valid(cpu))
 		return;
 	rq = bpf_per_cpu_ptr(&runqueues, cpu);
 	if (!rq)
 		return;
+	ttwu = rq->ttwu_pending;
+	queued = cpu_dsq_nr_queued(cpu);
+	runnable = nr_runnable_on(cpu, cs->curr_pid);
+	/* Only what the agent reads marks the CPU changed. */
+	changed = cs->ttwu_pending != ttwu || cs->dsq_queued != queued ||
+		  cs->nr_runnable != runnable;
 	cs->nr_running = rq->nr_running;
 	cs->scx_nr_running = rq->scx.nr_running;
-	cs->ttwu_pending = rq->ttwu_pending;
-	cs->dsq_queued = cpu_dsq_nr_queued(cpu);
-	cs->nr_runnable = nr_runnable_on(cpu, cs->curr_pid);
+	cs->ttwu_pending = ttwu;
+	cs->dsq_queued = queued;
+	cs->nr_runnable = runnable;
 	cs->refreshed_ns = now;
+	if (changed)
+		note_cpu_changed(cpu);
 }
 
 static void refresh_all_cpu_states(u64 now)
@@ -321,6 +346,9 @@ static void runnable_add(s32 cpu, s32 delta)
 		__sync_fetch_and_add(&cs->nr_runnable, delta);
 	else if (READ_ONCE(cs->nr_runnable))
 		__sync_fetch_and_sub(&cs->nr_runnable, -delta);
+	else
+		return;
+	note_cpu_changed(cpu);
 }
 
 /*

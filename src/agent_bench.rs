@@ -64,7 +64,8 @@ use crate::live::bpf_skel::types::bss;
 use crate::live::placement::{Outcome, Placer};
 use crate::live::protocol::as_bpf::{bytes_of, record, write_cpus, zeroed_bss};
 use crate::live::protocol::{
-    CpuReading, Decision, Message, Sleep, Waker, Wakeup, add_inflight, note_consumed, read_cpus,
+    CpuReading, Decision, Message, Sleep, Waker, Wakeup, add_inflight, note_consumed,
+    read_changed_cpus,
 };
 use crate::live::stats::{HOP_ENQUEUE_READ, HOP_READ_COMMIT, LiveMetrics};
 
@@ -89,6 +90,8 @@ struct Batch {
 struct Shared {
     bss: Box<bss>,
     readings: Vec<CpuReading>,
+    /// The CPUs a batch read (`Agent::changed`).
+    changed: Vec<usize>,
 }
 
 impl Shared {
@@ -96,6 +99,7 @@ impl Shared {
         Shared {
             bss: zeroed_bss(),
             readings: vec![CpuReading::default(); nr],
+            changed: Vec::with_capacity(nr * 4),
         }
     }
 
@@ -119,8 +123,9 @@ fn decide(p: &mut Placer, sh: &mut Shared, b: &Batch, out: &mut Vec<usize>) {
 /// compiler could merge with it, would be counted by callgrind too.
 #[inline(always)]
 fn batch(p: &mut Placer, sh: &mut Shared, b: &Batch, out: &mut Vec<usize>) {
-    read_cpus(&sh.bss, &mut sh.readings);
-    p.begin_batch(&sh.readings, b.now_ns);
+    sh.changed.clear();
+    read_changed_cpus(&mut sh.bss, &mut sh.readings, &mut sh.changed);
+    p.begin_batch_changed(&sh.readings, &sh.changed, b.now_ns);
     for s in &b.sleeps {
         p.on_sleep(s);
     }
@@ -641,8 +646,9 @@ fn agent_batch(p: &mut Placer, sh: &mut Shared, records: &[raw::wakeup_msg], k: 
         }
     }
     if wakeups > 0 {
-        read_cpus(&sh.bss, &mut sh.readings);
-        p.begin_batch(&sh.readings, now);
+        sh.changed.clear();
+        read_changed_cpus(&mut sh.bss, &mut sh.readings, &mut sh.changed);
+        p.begin_batch_changed(&sh.readings, &sh.changed, now);
     }
     for m in &k.inbox {
         let Message::Wakeup(w) = m else {

@@ -135,6 +135,8 @@ pub struct Agent<'a> {
     inbox: Vec<Message>,
     batch: Vec<Decision>,
     readings: Vec<protocol::CpuReading>,
+    /// Scratch: the CPUs whose readings a batch refreshed.
+    changed: Vec<usize>,
     placer: Placer,
     metrics: Arc<Mutex<LiveMetrics>>,
     local: LiveMetrics,
@@ -393,6 +395,7 @@ impl<'a> Agent<'a> {
             inbox: Vec::with_capacity(BATCH),
             batch: Vec::with_capacity(BATCH),
             readings: vec![protocol::CpuReading::default(); placer.nr_cpus()],
+            changed: Vec::with_capacity(placer.nr_cpus() * 4),
             placer,
             metrics,
             local: LiveMetrics::default(),
@@ -484,7 +487,7 @@ impl<'a> Agent<'a> {
         let now = msgs.iter().map(Message::at_ns).max().unwrap_or(0);
         // Sleep reports (delayed-dequeue emulation) first: they happened
         // before the CPU states read next, and a CPU idle there has dequeued
-        // its delayed sleepers (begin_batch()). A task's own wake-up cannot
+        // its delayed sleepers (Placer::rebuild()). A task's own wake-up cannot
         // precede its sleep in one batch: it sleeps only after running,
         // which its decision, not made yet, would allow.
         for msg in msgs {
@@ -494,8 +497,12 @@ impl<'a> Agent<'a> {
             }
         }
         if wakeups > 0 {
-            protocol::read_cpus(bss, &mut self.readings);
-            self.placer.begin_batch(&self.readings, now);
+            // Only the CPUs BPF marked changed since the last batch are read and
+            // rebuilt; `readings` keeps the others' last reading.
+            self.changed.clear();
+            protocol::read_changed_cpus(bss, &mut self.readings, &mut self.changed);
+            self.placer
+                .begin_batch_changed(&self.readings, &self.changed, now);
         }
         for msg in msgs {
             let Message::Wakeup(w) = msg else {

@@ -11,7 +11,7 @@
 //! - a CPU running only the agent counts as idle, since CFS would not see a
 //!   user-space scheduler at all, unless the agent polls after its batches
 //!   (--agent-spin-us): then it is busy with one task, as with any thread
-//!   that polls (begin_batch() says why);
+//!   that polls (rebuild() says why);
 //! - a task placed earlier in the same batch makes its CPU busy for the rest
 //!   of the batch, as the kernel's own enqueue would, and a decision BPF has
 //!   not carried out yet (wl_shared.inflight) counts as a task queued there
@@ -174,7 +174,7 @@ pub struct Placer {
     engine: Engine,
     agent_pid: i32,
     /// The agent polls after each batch (--agent-spin-us > 0): its CPU is
-    /// busy with it, not idle, in the snapshot (see begin_batch()).
+    /// busy with it, not idle, in the snapshot (see rebuild()).
     agent_spins: bool,
     slice_ns: u64,
     tasks: PidMap<StoredTask>,
@@ -182,11 +182,35 @@ pub struct Placer {
     /// What each CPU's past says (rq->avg_idle).
     history: Vec<CpuHistory>,
     delayed: DelayedDequeue,
-    /// CPUs idle in this batch's snapshot, and since when nothing of ours
-    /// has run on each (cpu_state.free_since_ns; 0 = never).
-    idle_cpus: Vec<(usize, u64)>,
+    /// Since when nothing of ours has run on each CPU idle in the snapshot
+    /// (cpu_state.free_since_ns; 0 = never, or not idle), for place() to
+    /// find the CPUs freed after a wake-up was selected.
+    freed: FreedSince,
+    /// Scratch: those CPUs, for one decision.
+    freed_after: Vec<usize>,
     /// CPUs that wait for their own sync wakee (own_wakee_until in BPF).
     awaits_own_wakee: Vec<bool>,
+    /// The CPUs whose own_wakee_until was still ahead at a batch: the only
+    /// ones whose wait can end without their reading changing.
+    awaiting: Vec<usize>,
+    in_awaiting: Vec<bool>,
+    /// CPUs whose snapshot the next batch rebuilds: their reading changed,
+    /// or a decision, a sleeper or a wake-up changed the snapshot after it
+    /// was built. The others are as the last batch left them.
+    stale: Vec<usize>,
+    is_stale: Vec<bool>,
+    /// Rebuild every CPU at the next batch (at first, and after a change
+    /// of what every snapshot reads).
+    rebuild_all: bool,
+    /// The idle-core hint kept per change: each online core's LLC and its
+    /// CPUs (the topology's `cores()`), each CPU's core, whether each core
+    /// is wholly idle, and how many are per LLC.
+    cores: Vec<(usize, Vec<u32>)>,
+    core_of: Vec<Option<u32>>,
+    core_idle: Vec<bool>,
+    idle_cores: Vec<u32>,
+    /// The last batch's clock: a batch's is never behind it.
+    last_batch_ns: u64,
     /// Scratch: the snapshots place() changed for one decision, as read.
     as_selected: Vec<(usize, CpuSnapshot)>,
     last_sweep_ns: u64,
@@ -212,6 +236,14 @@ impl Placer {
         let task_cap = task_table_size.max(8);
         let n = topo.nr_cpus();
         let delayed = DelayedDequeue::new(n, config.delayed_dequeue);
+        let cores: Vec<(usize, Vec<u32>)> = topo.cores().map(|(l, c)| (l, c.to_vec())).collect();
+        let mut core_of = vec![None; n];
+        for (i, (_, cpus)) in cores.iter().enumerate() {
+            for &c in cpus {
+                core_of[c as usize] = Some(i as u32);
+            }
+        }
+        let nr_llcs = cores.iter().map(|&(l, _)| l + 1).max().unwrap_or(0);
         let engine = Engine::new(topo, config).map_err(|e| anyhow::anyhow!("{e}"))?;
         Ok(Placer {
             engine,
@@ -222,8 +254,19 @@ impl Placer {
             snaps: vec![CpuSnapshot::default(); n],
             history: vec![CpuHistory::default(); n],
             delayed,
-            idle_cpus: Vec::with_capacity(n),
+            freed: FreedSince::new(n),
+            freed_after: Vec::with_capacity(n),
             awaits_own_wakee: vec![false; n],
+            awaiting: Vec::with_capacity(n),
+            in_awaiting: vec![false; n],
+            stale: Vec::with_capacity(n),
+            is_stale: vec![false; n],
+            rebuild_all: true,
+            core_idle: vec![false; cores.len()],
+            idle_cores: vec![0; nr_llcs],
+            cores,
+            core_of,
+            last_batch_ns: 0,
             as_selected: Vec::with_capacity(n + 1),
             last_sweep_ns: 0,
             task_cap,
@@ -251,6 +294,7 @@ impl Placer {
         self.engine.set(key, value).map_err(|e| e.to_string())?;
         self.delayed
             .set_enabled(self.engine.config().delayed_dequeue);
+        self.rebuild_all = true;
         Ok(())
     }
 
@@ -262,89 +306,178 @@ impl Placer {
     /// Whether the agent polls for wake-ups after a batch (see `agent_spins`).
     pub fn set_agent_spins(&mut self, spins: bool) {
         self.agent_spins = spins;
+        self.rebuild_all = true;
     }
 
-    /// Refresh the per-CPU snapshot from BPF's readings, once per batch.
-    /// A decision for a CPU that is not carried out yet counts as a task
-    /// queued there, as it would be on the kernel's runqueue.
-    pub fn begin_batch(&mut self, readings: &[CpuReading], now_ns: u64) {
-        self.delayed.expire(now_ns);
-        self.idle_cpus.clear();
-        // One pass over the CPUs the readings cover, each CPU's state taken
-        // together (this runs for every batch, often of one wake-up).
-        let per_cpu = (self.snaps.iter_mut())
-            .zip(self.history.iter_mut())
-            .zip(self.awaits_own_wakee.iter_mut())
-            .zip(readings);
-        for (cpu, (((snap, h), awaits_own_wakee), r)) in per_cpu.enumerate() {
-            let CpuReading {
-                idle,
-                curr_pid: curr,
-                ttwu_pending: ttwu,
-                dsq_queued: queued,
-                last_idle_ns: last_idle,
-                last_idle_end_ns: idle_exit,
-                free_since_ns: free_since,
-                own_wakee_until_ns: own_until,
-                est_load_avg: est_load,
-                est_util_avg: est_util,
-                ..
-            } = *r;
-            // The CPU the agent runs on, deciding this batch. If the agent
-            // yields as soon as it is done, that CPU is idle for the engine,
-            // as it would be without us. If it polls, it stays busy with the
-            // agent, as with any thread that polls, and the engine treats it
-            // so: otherwise a task whose last CPU that is keeps coming back
-            // to it (idle, prev, cache-hot), and every one of its wake-ups
-            // makes the agent switch out and in again, so that a run's
-            // counts would hang on where its tasks happened to start
-            // (docs/benchmarks/fast-lane-notes.md).
-            let agent_here = curr == self.agent_pid;
-            // Not yet in the estimator's averages: decisions BPF has not carried
-            // out, and the agent itself when it polls.
-            let unattached = r.inflight + u32::from(agent_here && self.agent_spins);
-            let runnable = r.nr_runnable + unattached;
-            let idle = (idle || agent_here || curr == 0) && runnable == 0;
-            *awaits_own_wakee = own_until > now_ns;
-            if idle {
-                self.idle_cpus.push((cpu, free_since));
-            }
-            if last_idle != h.last_idle_sample && last_idle > 0 {
-                // update_avg(): avg += (sample - avg) / 8, as fair.c does
-                // for rq->avg_idle, capped like sched_balance_newidle().
-                h.last_idle_sample = last_idle;
-                let avg = h.avg_idle_ns as i64;
-                let next = avg + (last_idle.min(2 * 500_000 * 8) as i64 - avg) / 8;
-                h.avg_idle_ns = next.max(0) as u64;
-            }
-            if idle {
-                // A CPU with nothing runnable picked its delayed sleepers
-                // and dequeued them.
-                self.delayed.on_cpu_idle(cpu);
-            }
-            *snap = CpuSnapshot {
-                idle,
-                nr_running: runnable,
-                nr_delayed: 0,
-                ttwu_pending: ttwu,
-                wakeup_in_flight: queued > 0 || r.inflight > 0,
-                sched_idle_only: false,
-                load: est_load + u64::from(unattached) * NICE_0_LOAD,
-                util: est_util,
-                // Stand-ins: the estimator keeps neither (the slow path reads them).
-                util_est: 0,
-                runnable: 0,
-                capacity: 0,
-                avg_idle_ns: h.avg_idle_ns,
-                idle_exit_ns: idle_exit,
-                // When our last task stopped here: the kernel's newly-idle stamp
-                // (a CPU idle since we started has been idle longest of all).
-                idle_stamp_ns: if idle { free_since.max(1) } else { 0 },
-            };
+    /// `cpu`'s snapshot is rebuilt at the next batch.
+    fn mark_stale(&mut self, cpu: usize) {
+        if let Some(s) = self.is_stale.get_mut(cpu)
+            && !*s
+        {
+            *s = true;
+            self.stale.push(cpu);
         }
-        self.delayed.apply_to(&mut self.snaps);
-        self.engine.sync_idle_core_hints(&self.snaps);
+    }
+
+    /// Refresh the per-CPU snapshot from BPF's readings, every CPU's
+    /// (`readings` holds them all). See [`Placer::begin_batch_changed`].
+    #[cfg(test)]
+    pub fn begin_batch(&mut self, readings: &[CpuReading], now_ns: u64) {
+        self.rebuild_all = true;
+        self.begin_batch_changed(readings, &[], now_ns);
+    }
+
+    /// Refresh the per-CPU snapshot once per batch, where it changed: the
+    /// CPUs in `changed`, whose readings are new, and those the last batch's
+    /// decisions, sleepers and wake-ups changed; the rest are as the last
+    /// batch left them, which is what rebuilding them would give. `readings`
+    /// holds every CPU's latest reading (the caller keeps it from batch to
+    /// batch). A decision for a CPU that is not carried out yet counts as a
+    /// task queued there, as it would be on the kernel's runqueue.
+    pub fn begin_batch_changed(&mut self, readings: &[CpuReading], changed: &[usize], now_ns: u64) {
+        let now_ns = now_ns.max(self.last_batch_ns);
+        self.last_batch_ns = now_ns;
+        let nr = self.snaps.len().min(readings.len());
+        // Sleepers whose lag ran out leave their CPUs' counts.
+        let mut stale = std::mem::take(&mut self.stale);
+        let is_stale = &mut self.is_stale;
+        self.delayed.expire_each(now_ns, |cpu| {
+            if !std::mem::replace(&mut is_stale[cpu], true) {
+                stale.push(cpu);
+            }
+        });
+        if std::mem::take(&mut self.rebuild_all) {
+            stale.clear();
+            stale.extend(0..nr);
+        } else {
+            for &cpu in changed {
+                if cpu < nr && !std::mem::replace(&mut self.is_stale[cpu], true) {
+                    stale.push(cpu);
+                }
+            }
+        }
+        // A wait for an own wakee ends with time, its reading unchanged.
+        let mut i = 0;
+        while i < self.awaiting.len() {
+            let cpu = self.awaiting[i];
+            let awaits = readings
+                .get(cpu)
+                .is_some_and(|r| r.own_wakee_until_ns > now_ns);
+            self.awaits_own_wakee[cpu] = awaits;
+            if awaits {
+                i += 1;
+            } else {
+                self.in_awaiting[cpu] = false;
+                self.awaiting.swap_remove(i);
+            }
+        }
+        for &cpu in &stale {
+            self.is_stale[cpu] = false;
+            if cpu < nr {
+                self.rebuild(cpu, &readings[cpu], now_ns);
+            }
+        }
+        for &cpu in &stale {
+            if let Some(c) = self.core_of.get(cpu).copied().flatten() {
+                self.update_core(c as usize);
+            }
+        }
+        stale.clear();
+        self.stale = stale;
+        self.engine.set_idle_core_hints(&self.idle_cores);
         self.sweep(now_ns);
+    }
+
+    /// `cpu`'s snapshot from its reading, with its delayed sleepers.
+    fn rebuild(&mut self, cpu: usize, r: &CpuReading, now_ns: u64) {
+        let CpuReading {
+            idle,
+            curr_pid: curr,
+            ttwu_pending: ttwu,
+            dsq_queued: queued,
+            last_idle_ns: last_idle,
+            last_idle_end_ns: idle_exit,
+            free_since_ns: free_since,
+            own_wakee_until_ns: own_until,
+            est_load_avg: est_load,
+            est_util_avg: est_util,
+            ..
+        } = *r;
+        // The CPU the agent runs on, deciding this batch. If the agent
+        // yields as soon as it is done, that CPU is idle for the engine,
+        // as it would be without us. If it polls, it stays busy with the
+        // agent, as with any thread that polls, and the engine treats it
+        // so: otherwise a task whose last CPU that is keeps coming back
+        // to it (idle, prev, cache-hot), and every one of its wake-ups
+        // makes the agent switch out and in again, so that a run's
+        // counts would hang on where its tasks happened to start
+        // (docs/benchmarks/fast-lane-notes.md).
+        let agent_here = curr == self.agent_pid;
+        // Not yet in the estimator's averages: decisions BPF has not carried
+        // out, and the agent itself when it polls.
+        let unattached = r.inflight + u32::from(agent_here && self.agent_spins);
+        let runnable = r.nr_runnable + unattached;
+        let idle = (idle || agent_here || curr == 0) && runnable == 0;
+        let awaits = own_until > now_ns;
+        self.awaits_own_wakee[cpu] = awaits;
+        if awaits && !std::mem::replace(&mut self.in_awaiting[cpu], true) {
+            self.awaiting.push(cpu);
+        }
+        self.freed.set(cpu, if idle { free_since } else { 0 });
+        let h = &mut self.history[cpu];
+        if last_idle != h.last_idle_sample && last_idle > 0 {
+            // update_avg(): avg += (sample - avg) / 8, as fair.c does
+            // for rq->avg_idle, capped like sched_balance_newidle().
+            h.last_idle_sample = last_idle;
+            let avg = h.avg_idle_ns as i64;
+            let next = avg + (last_idle.min(2 * 500_000 * 8) as i64 - avg) / 8;
+            h.avg_idle_ns = next.max(0) as u64;
+        }
+        if idle {
+            // A CPU with nothing runnable picked its delayed sleepers
+            // and dequeued them.
+            self.delayed.on_cpu_idle(cpu);
+        }
+        // Sleepers still delayed here count as the kernel's rq counts them.
+        let delayed = self.delayed.nr_delayed(cpu);
+        self.snaps[cpu] = CpuSnapshot {
+            idle,
+            nr_running: runnable + delayed,
+            nr_delayed: delayed,
+            ttwu_pending: ttwu,
+            wakeup_in_flight: queued > 0 || r.inflight > 0,
+            sched_idle_only: false,
+            load: est_load + u64::from(unattached) * NICE_0_LOAD,
+            util: est_util,
+            // Stand-ins: the estimator keeps neither (the slow path reads them).
+            util_est: 0,
+            runnable: 0,
+            capacity: 0,
+            avg_idle_ns: self.history[cpu].avg_idle_ns,
+            idle_exit_ns: idle_exit,
+            // When our last task stopped here: the kernel's newly-idle stamp
+            // (a CPU idle since we started has been idle longest of all).
+            idle_stamp_ns: if idle { free_since.max(1) } else { 0 },
+        };
+    }
+
+    /// Whether core `c` is wholly idle now, and its LLC's count with it
+    /// (the kernel's has_idle_cores: every online sibling idle).
+    fn update_core(&mut self, c: usize) {
+        let (llc, cpus) = &self.cores[c];
+        let all = cpus.iter().all(|&cpu| {
+            self.snaps
+                .get(cpu as usize)
+                .is_some_and(CpuSnapshot::available_idle)
+        });
+        if all != self.core_idle[c] {
+            self.core_idle[c] = all;
+            if all {
+                self.idle_cores[*llc] += 1;
+            } else {
+                self.idle_cores[*llc] -= 1;
+            }
+        }
     }
 
     /// A task went to sleep after running `ran_ns`: with delayed dequeue it
@@ -355,9 +488,19 @@ impl Placer {
     pub fn on_sleep(&mut self, msg: &Sleep) {
         let lag = self.slice_ns as i64 - msg.ran_ns as i64;
         let cpu = msg.cpu;
+        // Delayed elsewhere still (its wake-up was not seen), it leaves that
+        // CPU's count first, as on_sleep() would take it out there.
+        if self.delayed.enabled()
+            && lag > 0
+            && cpu < self.snaps.len()
+            && let Some(was) = self.delayed.remove(msg.pid)
+        {
+            self.mark_stale(was);
+        }
         if self.delayed.on_sleep(cpu, msg.pid, lag, msg.at_ns) && cpu < self.snaps.len() {
             self.snaps[cpu].nr_delayed += 1;
             self.snaps[cpu].nr_running += 1;
+            self.mark_stale(cpu);
         }
     }
 
@@ -402,6 +545,7 @@ impl Placer {
                 s.nr_delayed -= 1;
                 s.nr_running = s.nr_running.saturating_sub(1);
             }
+            self.mark_stale(cpu);
         }
 
         let mut task = self.task_state(pid, prev);
@@ -433,14 +577,16 @@ impl Placer {
         // `as_selected` keeps what the snapshot said, to put back afterwards.
         let mut as_selected = std::mem::take(&mut self.as_selected);
         if selected {
-            // CPUs idle now that were not when the wake-up was selected.
-            for &(cpu, free_since) in &self.idle_cpus {
-                // The cheap test first: most idle CPUs were free before.
-                if !(free_since > now || self.awaits_own_wakee[cpu]) {
-                    continue;
-                }
-                // Its load needs no correction: what ran there is still in its
-                // averages, as blocked load.
+            // CPUs idle now that were not when the wake-up was selected: freed
+            // since (the front of idle_by_free), or waiting for their own wakee.
+            // Their load needs no correction: what ran there is still in its
+            // averages, as blocked load.
+            self.freed_after.clear();
+            self.freed.after(now, &mut self.freed_after);
+            let awaiting =
+                (self.awaiting.iter().copied()).filter(|&cpu| self.awaits_own_wakee[cpu]);
+            for cpu in self.freed_after.iter().copied().chain(awaiting) {
+                // Not twice: the first change leaves it busy.
                 if cpu != waker_cpu && self.snaps[cpu].idle {
                     as_selected.push((cpu, self.snaps[cpu]));
                     let s = &mut self.snaps[cpu];
@@ -543,6 +689,7 @@ impl Placer {
             s.nr_running += 1;
             s.load += load;
             s.wakeup_in_flight = true;
+            self.mark_stale(cpu);
         }
     }
 
@@ -577,6 +724,59 @@ impl Placer {
         self.last_sweep_ns = now;
         self.tasks
             .retain(|_, t| now.saturating_sub(t.seen_ns) < TASK_TTL_NS);
+    }
+}
+
+/// Each CPU's time stamp, as a tree of maxima over the CPUs: a CPU's change
+/// and the search for the CPUs stamped after a time cost the tree's depth
+/// per CPU found, not a walk over every CPU (a machine's idle CPUs may be
+/// most of a thousand).
+struct FreedSince {
+    /// Leaves from `leaves` on, each inner node the larger of its two.
+    t: Vec<u64>,
+    leaves: usize,
+}
+
+impl FreedSince {
+    fn new(nr_cpus: usize) -> Self {
+        let leaves = nr_cpus.next_power_of_two().max(1);
+        FreedSince {
+            t: vec![0; 2 * leaves],
+            leaves,
+        }
+    }
+
+    fn set(&mut self, cpu: usize, stamp: u64) {
+        let mut i = self.leaves + cpu;
+        if self.t[i] == stamp {
+            return;
+        }
+        self.t[i] = stamp;
+        while i > 1 {
+            i /= 2;
+            let m = self.t[2 * i].max(self.t[2 * i + 1]);
+            if self.t[i] == m {
+                break;
+            }
+            self.t[i] = m;
+        }
+    }
+
+    /// The CPUs stamped after `at`, lowest first, onto `out`.
+    fn after(&self, at: u64, out: &mut Vec<usize>) {
+        self.below(1, at, out);
+    }
+
+    fn below(&self, i: usize, at: u64, out: &mut Vec<usize>) {
+        if self.t[i] <= at {
+            return;
+        }
+        if i >= self.leaves {
+            out.push(i - self.leaves);
+        } else {
+            self.below(2 * i, at, out);
+            self.below(2 * i + 1, at, out);
+        }
     }
 }
 
@@ -957,6 +1157,123 @@ mod tests {
             // A non-sync wake-up from CPU 6 of a task that last ran on CPU 7.
             let cpu = p.place(&msg(10, 7, 6, false, WAKER_TASK, 1)).cpu;
             assert_eq!(cpu == 7, want_prev, "agent spins: {spins}, placed on {cpu}");
+        }
+    }
+
+    /// Rebuilding only the CPUs whose readings changed, and those the last
+    /// batch changed, gives what rebuilding every CPU gives: the same
+    /// snapshots, idle-core hints, waits and decisions, batch after batch,
+    /// with sleepers delayed, waits that end with time and flags flipped.
+    #[test]
+    fn rebuilding_what_changed_equals_rebuilding_everything() {
+        use scx_wakelab::policy::rng::XorShift;
+        for (preset, seed) in [("mainline", 1), ("v6.12", 2), ("v5.10", 3), ("v6.12", 4)] {
+            let (mut part, mut whole) = (placer(preset), placer(preset));
+            let mut r = XorShift::new(seed);
+            let mut st = states(&[1, 4]);
+            let mut now = 1_000_000_000u64;
+            for batch in 0..3000 {
+                now += r.below(300_000);
+                let mut changed = Vec::new();
+                if batch == 0 {
+                    changed.extend(0..8);
+                }
+                for _ in 0..r.below(4) {
+                    let c = r.below(8) as usize;
+                    let busy = r.chance(50);
+                    st[c] = CpuReading {
+                        idle: !busy,
+                        curr_pid: if busy {
+                            4000 + c as i32
+                        } else if r.chance(10) {
+                            1
+                        } else {
+                            0
+                        },
+                        nr_runnable: if busy { 1 + r.below(2) as u32 } else { 0 },
+                        ttwu_pending: r.chance(10),
+                        dsq_queued: r.below(2) as u32,
+                        last_idle_ns: r.below(3_000_000),
+                        last_idle_end_ns: now - r.below(1_000_000),
+                        free_since_ns: if busy {
+                            0
+                        } else {
+                            now - r.below(400_000) + r.below(200_000)
+                        },
+                        own_wakee_until_ns: if r.chance(20) {
+                            now + r.below(600_000)
+                        } else {
+                            0
+                        },
+                        inflight: r.chance(10) as u32,
+                        est_load_avg: r.below(3000),
+                        est_util_avg: r.below(1025) as u32,
+                    };
+                    changed.push(c);
+                }
+                if r.chance(2) {
+                    let spins = r.chance(50);
+                    part.set_agent_spins(spins);
+                    whole.set_agent_spins(spins);
+                }
+                if preset != "v5.10" && r.chance(1) {
+                    let on = if r.chance(50) { "true" } else { "false" };
+                    part.set("delayed_dequeue", on).unwrap();
+                    whole.set("delayed_dequeue", on).unwrap();
+                }
+                part.begin_batch_changed(&st, &changed, now);
+                whole.begin_batch(&st, now);
+                for _ in 0..r.below(3) {
+                    let s = Sleep {
+                        pid: 10 + r.below(12) as u32,
+                        cpu: r.below(8) as usize,
+                        ran_ns: r.below(10_000_000),
+                        at_ns: now,
+                    };
+                    part.on_sleep(&s);
+                    whole.on_sleep(&s);
+                }
+                assert_eq!(part.snaps, whole.snaps, "{preset} batch {batch}: snapshots");
+                assert_eq!(
+                    part.awaits_own_wakee, whole.awaits_own_wakee,
+                    "{preset} batch {batch}"
+                );
+                assert_eq!(
+                    part.engine().llc_states(),
+                    whole.engine().llc_states(),
+                    "{preset} batch {batch}: idle-core hints"
+                );
+                for _ in 0..1 + r.below(3) {
+                    let mut m = msg(
+                        10 + r.below(12) as u32,
+                        r.below(8) as usize,
+                        r.below(8) as usize,
+                        r.chance(50),
+                        if r.chance(25) {
+                            WAKER_SOFTIRQ
+                        } else {
+                            WAKER_TASK
+                        },
+                        r.below(3) as u32,
+                    );
+                    if let Some(w) = m.waker.as_mut() {
+                        w.select_ns = now - r.below(300_000);
+                        w.pid = 10 + r.below(12) as u32;
+                    }
+                    m.handoff_seq = r.chance(20) as u64;
+                    let (a, b) = (part.place(&m), whole.place(&m));
+                    assert_eq!(
+                        (a.cpu, a.outcome),
+                        (b.cpu, b.outcome),
+                        "{preset} batch {batch}"
+                    );
+                }
+                assert_eq!(
+                    part.snaps, whole.snaps,
+                    "{preset} batch {batch}: after placing"
+                );
+            }
+            assert_eq!(part.engine().counters(), whole.engine().counters());
         }
     }
 

@@ -272,30 +272,93 @@ fn shared(b: &bss) -> &wl_shared {
     &b.wl_shared
 }
 
-/// Every CPU's reading, for the first `out.len()` CPUs.
+/// Every CPU's reading, for the first `out.len()` CPUs (the tests' whole
+/// read; the agent reads only what changed, `read_changed_cpus`).
+#[cfg(test)]
 pub fn read_cpus(b: &bss, out: &mut [CpuReading]) {
     let sh = shared(b);
-    for (cpu, r) in out.iter_mut().enumerate() {
-        let Some(cs) = sh.cpu_state.get(cpu) else {
-            break;
-        };
-        *r = CpuReading {
-            idle: vol!(cs.idle) != 0,
-            curr_pid: vol!(cs.curr_pid),
-            // BPF's racing decrements may wrap it below zero for a moment.
-            nr_runnable: Some(vol!(cs.nr_runnable))
-                .filter(|&n| n <= i32::MAX as u32)
-                .unwrap_or(0),
-            ttwu_pending: vol!(cs.ttwu_pending) != 0,
-            dsq_queued: vol!(cs.dsq_queued),
-            last_idle_ns: vol!(cs.last_idle_ns),
-            last_idle_end_ns: vol!(cs.last_idle_end_ns),
-            free_since_ns: vol!(cs.free_since_ns),
-            own_wakee_until_ns: vol!(sh.own_wakee_until[cpu]),
-            inflight: vol!(sh.inflight[cpu]),
-            est_load_avg: vol!(cs.est_load_avg),
-            est_util_avg: util_u32(vol!(cs.est_util_avg)),
-        };
+    let nr = out.len().min(sh.cpu_state.len());
+    for (cpu, r) in out.iter_mut().enumerate().take(nr) {
+        *r = read_one(sh, cpu);
+    }
+}
+
+/// One CPU's placement inputs; `cpu` is below `WL_MAX_CPUS`.
+#[inline]
+fn read_one(sh: &wl_shared, cpu: usize) -> CpuReading {
+    let cs = &sh.cpu_state[cpu];
+    CpuReading {
+        idle: vol!(cs.idle) != 0,
+        curr_pid: vol!(cs.curr_pid),
+        // BPF's racing decrements may wrap it below zero for a moment.
+        nr_runnable: Some(vol!(cs.nr_runnable))
+            .filter(|&n| n <= i32::MAX as u32)
+            .unwrap_or(0),
+        ttwu_pending: vol!(cs.ttwu_pending) != 0,
+        dsq_queued: vol!(cs.dsq_queued),
+        last_idle_ns: vol!(cs.last_idle_ns),
+        last_idle_end_ns: vol!(cs.last_idle_end_ns),
+        free_since_ns: vol!(cs.free_since_ns),
+        own_wakee_until_ns: vol!(sh.own_wakee_until[cpu]),
+        inflight: vol!(sh.inflight[cpu]),
+        est_load_avg: vol!(cs.est_load_avg),
+        est_util_avg: util_u32(vol!(cs.est_util_avg)),
+    }
+}
+
+/// How often a slot written while it was read is read again at once; past
+/// that its bit stays set for the next call.
+const REREADS: usize = 2;
+
+/// The CPUs whose inputs changed since the last call (`wl_shared.cpu_changed`,
+/// intf.h), read into `out` and pushed onto `changed` (a CPU may appear
+/// twice). Each word of bits is taken with an atomic exchange (acquire)
+/// before the slots it names are read; a slot BPF wrote meanwhile has its
+/// bit set again, and is read again. The other entries of `out` keep what an
+/// earlier call read: the caller keeps `out` from call to call.
+pub fn read_changed_cpus(b: &mut bss, out: &mut [CpuReading], changed: &mut Vec<usize>) {
+    let nr = out.len().min(b.wl_shared.cpu_state.len());
+    for w in 0..nr.div_ceil(64).min(b.wl_shared.cpu_changed.len()) {
+        let word = changed_word(b, w);
+        // A plain load first: most words are clear, and an exchange is a
+        // locked instruction. A bit set just after it is read next time.
+        if word.load(Ordering::Relaxed) == 0 {
+            continue;
+        }
+        let mut bits = word.swap(0, Ordering::Acquire);
+        for pass in 0..=REREADS {
+            let taken = bits;
+            while bits != 0 {
+                let cpu = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if cpu < nr {
+                    out[cpu] = read_one(shared(b), cpu);
+                    changed.push(cpu);
+                }
+            }
+            if pass == REREADS || word.load(Ordering::Relaxed) & taken == 0 {
+                break;
+            }
+            bits = word.fetch_and(!taken, Ordering::Acquire) & taken;
+        }
+    }
+}
+
+/// Word `w` of `wl_shared.cpu_changed`, shared with BPF's atomic ORs. Not
+/// tied to the borrow of `b`: the slots are read while the word is held, as
+/// BPF writes both all along.
+fn changed_word<'a>(b: &mut bss, w: usize) -> &'a AtomicU64 {
+    let slot = std::ptr::addr_of_mut!(b.wl_shared.cpu_changed[w].bits);
+    // SAFETY: BPF sets bits with atomic ORs, so the agent's accesses must be
+    // atomic too; the .bss mapping keeps the u64 8-byte aligned and lives as
+    // long as the skeleton, which outlives every reader.
+    unsafe { AtomicU64::from_ptr(slot) }
+}
+
+/// Mark `cpu`'s inputs changed, after the agent changed one of them.
+fn note_cpu_changed(b: &mut bss, cpu: usize) {
+    if cpu / 64 < b.wl_shared.cpu_changed.len() {
+        changed_word(b, cpu / 64).fetch_or(1 << (cpu % 64), Ordering::Release);
     }
 }
 
@@ -339,6 +402,7 @@ pub fn add_inflight(b: &mut bss, cpu: usize) {
         // SAFETY: BPF subtracts from this u32 with atomic operations, so
         // ours must be atomic too; the .bss mapping keeps it 4-byte aligned.
         unsafe { AtomicU32::from_ptr(slot as *mut u32) }.fetch_add(1, Ordering::Relaxed);
+        note_cpu_changed(b, cpu);
     }
 }
 
@@ -581,10 +645,16 @@ pub mod as_bpf {
     }
 
     /// Every CPU's state as BPF would have left it for `readings` to be
-    /// what `read_cpus` reads; the fields no reading carries are left alone.
+    /// what `read_cpus` reads, each CPU that differs from what was there
+    /// marked changed as BPF marks it; the fields no reading carries are
+    /// left alone.
     pub fn write_cpus(b: &mut bss, readings: &[CpuReading]) {
         let sh = &mut b.wl_shared;
         for (cpu, r) in readings.iter().enumerate().take(sh.cpu_state.len()) {
+            if read_one(sh, cpu) == *r {
+                continue;
+            }
+            sh.cpu_changed[cpu / 64].bits |= 1 << (cpu % 64);
             let cs = &mut sh.cpu_state[cpu];
             cs.idle = r.idle as u32;
             cs.curr_pid = r.curr_pid;
@@ -831,6 +901,51 @@ mod tests {
         assert_eq!(d.to_raw().cpu, raw::wakelab_consts_WL_CPU_ANY);
         let d = Decision { cpu: Some(3), ..d };
         assert_eq!((d.to_raw().cpu, d.to_raw().enq_cnt), (3, 4));
+    }
+
+    /// The agent reads only the CPUs marked changed, each once, and leaves
+    /// the others' readings as an earlier read left them; its own inflight
+    /// add marks that CPU; nothing marked, nothing is read.
+    #[test]
+    fn only_the_cpus_marked_changed_are_read() {
+        let mut b = zeroed_bss();
+        let nr = 130; // three words of bits, the last partly used
+        let mut readings = vec![CpuReading::default(); nr];
+        for c in [0, 63, 64, 129] {
+            readings[c].curr_pid = 1000 + c as i32;
+        }
+        write_cpus(&mut b, &readings);
+        let (mut out, mut changed) = (vec![CpuReading::default(); nr], Vec::new());
+        read_changed_cpus(&mut b, &mut out, &mut changed);
+        assert_eq!(
+            (out.clone(), changed.clone()),
+            (readings.clone(), vec![0, 63, 64, 129])
+        );
+        // Read: the bits are clear.
+        changed.clear();
+        read_changed_cpus(&mut b, &mut out, &mut changed);
+        assert!(changed.is_empty());
+        // A CPU rewritten with what it holds is no change; another is.
+        readings[5].est_util_avg = 300;
+        write_cpus(&mut b, &readings);
+        add_inflight(&mut b, 100);
+        out[0].curr_pid = -1; // what the agent kept of CPU 0, not read again
+        read_changed_cpus(&mut b, &mut out, &mut changed);
+        assert_eq!(changed, vec![5, 100]);
+        assert_eq!(
+            (out[5].est_util_avg, out[100].inflight, out[0].curr_pid),
+            (300, 1, -1)
+        );
+        // A CPU beyond what the agent reads is left marked, not read.
+        let mut short = vec![CpuReading::default(); 64];
+        readings[100].inflight = 1; // as the agent's add left it
+        readings[70].idle = true;
+        write_cpus(&mut b, &readings);
+        changed.clear();
+        read_changed_cpus(&mut b, &mut short, &mut changed);
+        assert!(changed.is_empty());
+        read_changed_cpus(&mut b, &mut out, &mut changed);
+        assert_eq!(changed, vec![70]);
     }
 
     /// The benchmarks read what the host's stand-in for BPF wrote, through

@@ -965,6 +965,15 @@ impl Engine {
         }
     }
 
+    /// Sets every LLC's idle-core hint from how many wholly idle cores the driver counts
+    /// there (index: the LLC's), the same hint as [`Engine::sync_idle_core_hints`] for a
+    /// driver that keeps the count as CPUs change instead of walking every core.
+    pub fn set_idle_core_hints(&mut self, idle_cores_per_llc: &[u32]) {
+        for (l, s) in self.llc.iter_mut().enumerate() {
+            s.has_idle_cores = idle_cores_per_llc.get(l).is_some_and(|&n| n > 0);
+        }
+    }
+
     /// Places a waking (or forked) task: `select_task_rq()` with `select_task_rq_fair()`.
     ///
     /// `cpus` is the per-CPU snapshot, indexed by CPU id.  `task` is the wakee; its
