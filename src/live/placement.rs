@@ -209,6 +209,10 @@ pub struct Placer {
     core_of: Vec<Option<u32>>,
     core_idle: Vec<bool>,
     idle_cores: Vec<u32>,
+    /// What each CPU adds to SIS_UTIL's sum over its LLC, which the engine
+    /// keeps for us as CPUs change (`Engine::llc_util_sums_mut`), where it
+    /// would add up a whole LLC on every decision that reaches the scan.
+    util_counted: Vec<u64>,
     /// The last batch's clock: a batch's is never behind it.
     last_batch_ns: u64,
     /// Scratch: the snapshots place() changed for one decision, as read.
@@ -244,7 +248,8 @@ impl Placer {
             }
         }
         let nr_llcs = cores.iter().map(|&(l, _)| l + 1).max().unwrap_or(0);
-        let engine = Engine::new(topo, config).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut engine = Engine::new(topo, config).map_err(|e| anyhow::anyhow!("{e}"))?;
+        engine.llc_util_sums_mut();
         Ok(Placer {
             engine,
             agent_pid,
@@ -264,6 +269,7 @@ impl Placer {
             rebuild_all: true,
             core_idle: vec![false; cores.len()],
             idle_cores: vec![0; nr_llcs],
+            util_counted: vec![0; n],
             cores,
             core_of,
             last_batch_ns: 0,
@@ -438,6 +444,17 @@ impl Placer {
             // and dequeued them.
             self.delayed.on_cpu_idle(cpu);
         }
+        // Its share of its LLC's utilisation, as SIS_UTIL takes it.
+        let topo = self.engine.topology();
+        let counted = if topo.is_online(cpu) {
+            u64::from(est_util).min(u64::from(topo.capacity(cpu)))
+        } else {
+            0
+        };
+        let llc = topo.llc_index(cpu);
+        let was = std::mem::replace(&mut self.util_counted[cpu], counted);
+        let sum = &mut self.engine.llc_util_sums_mut()[llc];
+        *sum = *sum + counted - was;
         // Sleepers still delayed here count as the kernel's rq counts them.
         let delayed = self.delayed.nr_delayed(cpu);
         self.snaps[cpu] = CpuSnapshot {

@@ -281,6 +281,8 @@ pub(super) struct Step<'a> {
     pub(super) in_task: bool,
     /// The wake-up's time ([`WakeCtx::now_ns`]).
     pub(super) now_ns: u64,
+    /// SIS_UTIL's sum over each LLC, kept by the driver ([`Engine::set_llc_util_sums`]).
+    pub(super) llc_util: Option<&'a [u64]>,
 }
 
 impl<'a> Step<'a> {
@@ -304,6 +306,7 @@ impl<'a> Step<'a> {
             this_cpu: usize::MAX,
             in_task: true,
             now_ns: 0,
+            llc_util: None,
         }
     }
 
@@ -855,6 +858,8 @@ pub struct Engine {
     llc: Vec<LlcState>,
     rq: Vec<RqWakeIdle>,
     counters: Counters,
+    /// Each LLC's utilisation sum as SIS_UTIL takes it, when the driver keeps it.
+    llc_util: Option<Vec<u64>>,
 }
 
 impl Engine {
@@ -869,6 +874,7 @@ impl Engine {
             llc,
             rq,
             counters: Counters::default(),
+            llc_util: None,
         })
     }
 
@@ -974,6 +980,21 @@ impl Engine {
         }
     }
 
+    /// Each LLC's sum of `min(util, capacity)` over its online CPUs (index: the LLC's), which
+    /// SIS_UTIL otherwise adds up on every decision that reaches the scan, for a driver that
+    /// keeps it as CPUs change: zeros at the first call, then as the driver leaves them. The
+    /// sums must be those of the snapshot the next [`Engine::select_cpu`] calls get, until
+    /// they are changed again or cleared.
+    pub fn llc_util_sums_mut(&mut self) -> &mut [u64] {
+        let n = self.llc.len();
+        self.llc_util.get_or_insert_with(|| vec![0; n])
+    }
+
+    /// SIS_UTIL adds the utilisation up itself again.
+    pub fn clear_llc_util_sums(&mut self) {
+        self.llc_util = None;
+    }
+
     /// Places a waking (or forked) task: `select_task_rq()` with `select_task_rq_fair()`.
     ///
     /// `cpus` is the per-CPU snapshot, indexed by CPU id.  `task` is the wakee; its
@@ -995,6 +1016,7 @@ impl Engine {
             sis_target: None,
         };
         let mut st = Step::new(&self.topo, &self.config, cpus, &mut self.llc, &mut self.rq);
+        st.llc_util = self.llc_util.as_deref();
         let cpu = st.select_task_rq(task, wake, &mut route);
         self.counters.add(&st.cnt);
         // Built once, from the step's own chain and counts: the decision path runs for

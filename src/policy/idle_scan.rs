@@ -272,10 +272,19 @@ impl Step<'_> {
                     Some(n) => n,
                     None => {
                         let span = topo.llc_mask(target).and(topo.online());
-                        let sum_util: u64 = span
-                            .iter()
-                            .map(|c| (self.snap(c).util as u64).min(self.capacity_of(c)))
-                            .sum();
+                        let sum = || {
+                            span.iter()
+                                .map(|c| (self.snap(c).util as u64).min(self.capacity_of(c)))
+                                .sum::<u64>()
+                        };
+                        let sum_util = match self.llc_util {
+                            Some(sums) => {
+                                let kept = sums.get(topo.llc_index(target)).copied().unwrap_or(0);
+                                debug_assert_eq!(kept, sum(), "the driver's LLC util sum");
+                                kept
+                            }
+                            None => sum(),
+                        };
                         sis_util_nr_idle_scan(
                             sum_util,
                             span.count() as u64,
