@@ -369,6 +369,14 @@ class Main(unittest.TestCase):
         self.assertIn("nosuch: no such workload", self.refused("--kernels", "sid", "--secs", "nosuch=5"))
         self.assertIn("--secs", self.refused("--kernels", "sid", "--secs", "tbench=0"))
 
+    def test_a_longer_plan_gets_a_longer_vm_timeout(self):
+        self.assertEqual(run.vm_timeout(["sched-pipe", "hackbench-pipes"], 8), 1800)
+        # The lab's kernel run: 3 x (6 + 6 + 40) s of workload.
+        lab = run.vm_timeout(["tbench", "hackbench-pipes", "sched-pipe-pairs"], 6,
+                             {"sched-pipe-pairs": 40}, 3)
+        self.assertEqual(lab, 900 + 20 * 156)
+        self.assertGreater(lab, 21 * 60 * 2)
+
     def test_the_guest_gives_a_workload_its_own_seconds(self):
         script = (ROOT / "tools/oracle/guest.sh").read_text()
         fn = script[script.index("SECS_DEFAULT="):script.index("discriminate=")]
