@@ -202,11 +202,8 @@ pub struct Placer {
     /// Rebuild every CPU at the next batch (at first, and after a change
     /// of what every snapshot reads).
     rebuild_all: bool,
-    /// The idle-core hint kept per change: each online core's LLC and its
-    /// CPUs (the topology's `cores()`), each CPU's core, whether each core
-    /// is wholly idle, and how many are per LLC.
-    cores: Vec<(usize, Vec<u32>)>,
-    core_of: Vec<Option<u32>>,
+    /// The idle-core hint kept per change: whether each of the topology's
+    /// cores (`Topology::cores`) is wholly idle, and how many are per LLC.
     core_idle: Vec<bool>,
     idle_cores: Vec<u32>,
     /// What each CPU adds to SIS_UTIL's sum over its LLC, which the engine
@@ -240,14 +237,7 @@ impl Placer {
         let task_cap = task_table_size.max(8);
         let n = topo.nr_cpus();
         let delayed = DelayedDequeue::new(n, config.delayed_dequeue);
-        let cores: Vec<(usize, Vec<u32>)> = topo.cores().map(|(l, c)| (l, c.to_vec())).collect();
-        let mut core_of = vec![None; n];
-        for (i, (_, cpus)) in cores.iter().enumerate() {
-            for &c in cpus {
-                core_of[c as usize] = Some(i as u32);
-            }
-        }
-        let nr_llcs = cores.iter().map(|&(l, _)| l + 1).max().unwrap_or(0);
+        let (nr_cores, nr_llcs) = (topo.nr_cores(), topo.nr_llcs());
         let mut engine = Engine::new(topo, config).map_err(|e| anyhow::anyhow!("{e}"))?;
         engine.llc_util_sums_mut();
         Ok(Placer {
@@ -267,11 +257,9 @@ impl Placer {
             stale: Vec::with_capacity(n),
             is_stale: vec![false; n],
             rebuild_all: true,
-            core_idle: vec![false; cores.len()],
+            core_idle: vec![false; nr_cores],
             idle_cores: vec![0; nr_llcs],
             util_counted: vec![0; n],
-            cores,
-            core_of,
             last_batch_ns: 0,
             as_selected: Vec::with_capacity(n + 1),
             last_sweep_ns: 0,
@@ -384,8 +372,8 @@ impl Placer {
             }
         }
         for &cpu in &stale {
-            if let Some(c) = self.core_of.get(cpu).copied().flatten() {
-                self.update_core(c as usize);
+            if let Some(c) = self.engine.topology().core_of(cpu) {
+                self.update_core(c);
             }
         }
         stale.clear();
@@ -481,7 +469,7 @@ impl Placer {
     /// Whether core `c` is wholly idle now, and its LLC's count with it
     /// (the kernel's has_idle_cores: every online sibling idle).
     fn update_core(&mut self, c: usize) {
-        let (llc, cpus) = &self.cores[c];
+        let (llc, cpus) = self.engine.topology().core(c);
         let all = cpus.iter().all(|&cpu| {
             self.snaps
                 .get(cpu as usize)
@@ -490,9 +478,9 @@ impl Placer {
         if all != self.core_idle[c] {
             self.core_idle[c] = all;
             if all {
-                self.idle_cores[*llc] += 1;
+                self.idle_cores[llc] += 1;
             } else {
-                self.idle_cores[*llc] -= 1;
+                self.idle_cores[llc] -= 1;
             }
         }
     }
@@ -595,7 +583,7 @@ impl Placer {
         let mut as_selected = std::mem::take(&mut self.as_selected);
         if selected {
             // CPUs idle now that were not when the wake-up was selected: freed
-            // since (the front of idle_by_free), or waiting for their own wakee.
+            // since (`freed`), or waiting for their own wakee.
             // Their load needs no correction: what ran there is still in its
             // averages, as blocked load.
             self.freed_after.clear();

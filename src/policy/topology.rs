@@ -200,6 +200,8 @@ pub struct Topology {
     cores: Vec<CoreSpan>,
     /// The CPUs of `cores`, core after core.
     core_cpus: Vec<u32>,
+    /// Each CPU's index in `cores`, `u32::MAX` for an offline CPU.
+    core_index: Vec<u32>,
     /// Per CPU, its non-degenerate domain levels innermost first.
     domains: Vec<([DomainLevel; 4], u8)>,
     smt_present: bool,
@@ -299,6 +301,7 @@ impl Topology {
             possible: CpuSet::first_n(n),
             cores: Vec::new(),
             core_cpus: Vec::new(),
+            core_index: vec![u32::MAX; n],
             domains: vec![([DomainLevel::Machine; 4], 0); n],
             smt_present: false,
             numa_wake_affine: true,
@@ -365,9 +368,13 @@ impl Topology {
         // CPUs only).
         self.cores.clear();
         self.core_cpus.clear();
+        self.core_index.iter_mut().for_each(|i| *i = u32::MAX);
         for c in self.online.iter() {
             if self.smt_mask[c].first() == Some(c) {
                 let start = self.core_cpus.len() as u32;
+                for s in self.smt_mask[c].iter() {
+                    self.core_index[s] = self.cores.len() as u32;
+                }
                 self.core_cpus
                     .extend(self.smt_mask[c].iter().map(|s| s as u32));
                 self.cores.push(CoreSpan {
@@ -446,12 +453,29 @@ impl Topology {
     /// online CPUs of one [`Topology::smt_mask`], listed in the order of their lowest CPU.
     /// A walk over the machine's cores without a mask operation per CPU.
     pub fn cores(&self) -> impl Iterator<Item = (usize, &[u32])> + '_ {
-        self.cores.iter().map(|c| {
-            (
-                c.llc as usize,
-                &self.core_cpus[c.start as usize..c.end as usize],
-            )
-        })
+        (0..self.cores.len()).map(|i| self.core(i))
+    }
+
+    /// How many cores [`Topology::cores`] lists.
+    pub fn nr_cores(&self) -> usize {
+        self.cores.len()
+    }
+
+    /// Core `i` of [`Topology::cores`]: (dense LLC index, its online CPUs ascending).
+    pub fn core(&self, i: usize) -> (usize, &[u32]) {
+        let c = &self.cores[i];
+        (
+            c.llc as usize,
+            &self.core_cpus[c.start as usize..c.end as usize],
+        )
+    }
+
+    /// The index in [`Topology::cores`] of `cpu`'s core; None for an offline CPU.
+    pub fn core_of(&self, cpu: usize) -> Option<usize> {
+        self.core_index
+            .get(cpu)
+            .filter(|&&i| i != u32::MAX)
+            .map(|&i| i as usize)
     }
 
     /// SMT siblings of `cpu`, itself included (`cpu_smt_mask`).
@@ -675,17 +699,22 @@ mod tests {
     fn kept_summaries_follow_the_masks_through_hotplug() {
         let check = |t: &Topology| {
             let mut listed = CpuSet::new();
-            for (llc, cpus) in t.cores() {
+            for (i, (llc, cpus)) in t.cores().enumerate() {
                 let first = cpus[0] as usize;
                 let want: Vec<u32> = t.smt_mask(first).iter().map(|c| c as u32).collect();
                 assert_eq!(cpus, want.as_slice());
                 assert_eq!(llc, t.llc_index(first));
                 for &c in cpus {
                     assert!(t.is_online(c as usize) && !listed.contains(c as usize));
+                    assert_eq!(t.core_of(c as usize), Some(i));
                     listed.set(c as usize);
                 }
             }
             assert_eq!(&listed, t.online());
+            assert_eq!(t.nr_cores(), t.cores().count());
+            for c in 0..t.nr_cpus() {
+                assert_eq!(t.core_of(c).is_some(), t.is_online(c), "CPU {c}");
+            }
             for c in 0..t.nr_cpus() {
                 assert_eq!(t.llc_size(c), t.llc_mask(c).count());
             }
