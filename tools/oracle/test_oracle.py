@@ -366,7 +366,9 @@ class Main(unittest.TestCase):
     def test_seconds_for_a_workload_not_run_or_unknown_are_refused(self):
         self.assertIn("--secs tbench=...: not among the workloads run",
                       self.refused("--kernels", "sid", "--workloads", "sched-pipe", "--secs", "tbench=5"))
-        self.assertIn("nosuch: no such workload", self.refused("--kernels", "sid", "--secs", "nosuch=5"))
+        self.assertIn("'nosuch': no such workload", self.refused("--kernels", "sid", "--secs", "nosuch=5"))
+        # What it echoes is escaped: still one line.
+        self.assertIn("'a\\nb': no such workload", self.refused("--kernels", "sid", "--secs", "a\nb=5"))
         self.assertIn("--secs", self.refused("--kernels", "sid", "--secs", "tbench=0"))
 
     def test_a_longer_plan_gets_a_longer_vm_timeout(self):
