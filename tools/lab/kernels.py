@@ -43,6 +43,32 @@ def load(path):
     return data
 
 
+def merge(parts):
+    """The seeds' kernel effects of several recordings (each a --json file of its own
+    kernels) as one: every recording's kernels, their commands joined; reps, secs and commit
+    as one value where the recordings agree, else each with the kernels it holds.
+    ValueError with one line where two recordings hold the same kernel."""
+    if len(parts) == 1:
+        return parts[0]
+    out = {"command": "; ".join(p.get("command") or "(command not recorded)" for p in parts), "kernels": {}}
+    for p in parts:
+        for k, v in p["kernels"].items():
+            if k in out["kernels"]:
+                raise ValueError(f"kernel {k} is in two of the recordings: give each kernel once")
+            out["kernels"][k] = v
+
+    def agreed(values):
+        if all(v == values[0] for v in values):
+            return values[0]
+        return ", ".join(f"{v} ({', '.join(p['kernels'])})" for v, p in zip(values, parts))
+    for key in ("reps", "secs", "commit"):
+        out[key] = agreed([p.get(key) for p in parts])
+    workloads = sorted({w for p in parts for w in (p.get("secs_for") or {})})
+    out["secs_for"] = {w: agreed([(p.get("secs_for") or {}).get(w, p.get("secs")) for p in parts])
+                       for w in workloads}
+    return out
+
+
 def release(data, kernel):
     k = data["kernels"].get(kernel) or {}
     return k.get("release") or kernel

@@ -16,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checks  # noqa: E402
+import mmstats  # noqa: E402
 import kernels  # noqa: E402
 import compare  # noqa: E402
 import lablib  # noqa: E402
@@ -329,9 +330,9 @@ def seed2_rows(despite_off=50, skipped_on=40, hb_despite_off=0, mc=None):
     return rows
 
 
-def seed3_rows(fix_affine=90, fix_mig=10, fix_blocked=0):
+def seed3_rows(fix_affine=90, fix_mig=10, fix_blocked=0, reps=4):
     rows = []
-    for rep in (1, 2):
+    for rep in range(1, reps + 1):
         for s, aff, mig, blocked in (("v6.12-nodd", 90, 10, 0), ("v6.12", 40, 300, 500),
                                      ("v6.12+seed3", fix_affine, fix_mig, fix_blocked)):
             rows += [row(s, "lat-ctx", "", rep, "wl:sync_shortcut_blocked_by_delayed", blocked),
@@ -342,11 +343,11 @@ def seed3_rows(fix_affine=90, fix_mig=10, fix_blocked=0):
     return rows
 
 
-def kernel_dd_rows(dd_mig=(100, 100), nodd_mig=(100, 100), dd_aff=50, nodd_aff=50):
+def kernel_dd_rows(dd_mig=(100,) * 4, nodd_mig=(100,) * 4, dd_aff=50, nodd_aff=50):
     """EEVDF's lat_ctx with (eevdf) and without (eevdf-nodd) DELAY_DEQUEUE, a rep a
-    migration count, 1000 lat_ctx wake-ups a rep."""
+    migration count (as many reps as dd_mig holds), 1000 lat_ctx wake-ups a rep."""
     rows = []
-    for rep in (1, 2):
+    for rep in range(1, len(dd_mig) + 1):
         for s, mig, aff in (("eevdf", dd_mig[rep - 1], dd_aff), ("eevdf-nodd", nodd_mig[rep - 1], nodd_aff)):
             rows += [row(s, "lat-ctx", "", rep, "task_migrations", mig),
                      row(s, "lat-ctx", "", rep, "task_wakeups", 1000),
@@ -377,24 +378,25 @@ def verdicts(results):
 
 def kernels_json(interrupt=((5, 100),) * 3, pending_old=((1, 1),) * 3, pending_new=((0, 60),) * 3,
                  hits_old=((50, 100),) * 3, hits_new=((20, 100),) * 3):
-    """What tools/oracle/run --json writes, for three reps of tbench and of the seed-4 pipe
-    pairs: 7.2's seed 1 (pulled, cases) a rep, 5.10's and 6.1's newly-idle balances
+    """What tools/oracle/run --json writes, for reps of tbench and of the seed-4 pipe pairs
+    (as many as the tuples hold: three by default): 7.2's seed 1 (pulled, cases) a rep, 5.10's and 6.1's newly-idle balances
     (balanced, entered with a wake-up pending and the other gates open) and seed-4 hits
     (hits, examined) a rep; every run 1000 placements, 990 of them wake-ups."""
-    def runs(tbench, pairs):
+    def runs(tbench, pairs, n_tbench, n_pairs):
         return [dict({"workload": w, "rep": rep, "placements": 1000, "wakeups": 990}, **f(rep - 1))
-                for rep in (1, 2, 3) for w, f in (("tbench", tbench), ("sched-pipe-pairs", pairs))]
+                for w, f, n in (("tbench", tbench, n_tbench), ("sched-pipe-pairs", pairs, n_pairs))
+                for rep in range(1, n + 1)]
 
     def kernel(release, pending, hits):
         return {"release": release, "runs": runs(
             lambda i: {"seeds": {"4": [30, 7, 7]},
                        "newidle": {"pending_balanced": pending[i][0], "pending_open": pending[i][1]}},
             lambda i: {"seeds": {"4": [200, hits[i][0], 0], "4x": [hits[i][1], hits[i][0], 0]},
-                       "newidle": {}})}
+                       "newidle": {}}, len(pending), len(hits))}
     return {"secs": 6, "reps": 3, "commit": "x", "kernels": {
         "sid": {"release": "7.2.13", "runs": runs(
             lambda i: {"seeds": {"1": [interrupt[i][1], interrupt[i][0], 0]}, "newidle": {}},
-            lambda i: {"seeds": {}, "newidle": {}})},
+            lambda i: {"seeds": {}, "newidle": {}}, len(interrupt), len(interrupt))},
         "bullseye": kernel("5.10.0", pending_old, hits_old),
         "bookworm": kernel("6.1.0", pending_new, hits_new)}}
 
@@ -514,26 +516,63 @@ class SeedChecks(unittest.TestCase):
         self.assertTrue(v["seed3_with_fix_migrations_as_kernel"])
         self.assertTrue(v["seed3_with_fix_affine_as_kernel"])
         # the kernel's migrations rise with its delayed dequeue and ours do not: fail
-        v = verdicts(checks.seed3(seed3_rows() + kernel_dd_rows(dd_mig=(300, 310))))
+        v = verdicts(checks.seed3(seed3_rows() + kernel_dd_rows(dd_mig=(300, 310, 300, 310))))
         self.assertFalse(v["seed3_with_fix_migrations_as_kernel"])
         self.assertTrue(v["seed3_with_fix_affine_as_kernel"])
         # ours rises with the kernel's: pass
-        v = verdicts(checks.seed3(seed3_rows(fix_mig=30) + kernel_dd_rows(dd_mig=(300, 310))))
+        v = verdicts(checks.seed3(seed3_rows(fix_mig=30) + kernel_dd_rows(dd_mig=(300, 310, 300, 310))))
         self.assertTrue(v["seed3_with_fix_migrations_as_kernel"])
-        # a kernel rise within its reps' spread is none, and ours, flat, matches it
-        v = verdicts(checks.seed3(seed3_rows() + kernel_dd_rows(dd_mig=(100, 400), nodd_mig=(120, 90))))
+        # a kernel rise within its reps' spread, whose reps' ranks do not separate either, is
+        # none, and ours, flat, matches it
+        v = verdicts(checks.seed3(seed3_rows() + kernel_dd_rows(dd_mig=(100, 400, 110, 380),
+                                                                nodd_mig=(120, 90, 130, 95))))
         self.assertTrue(v["seed3_with_fix_migrations_as_kernel"])
+        # every DD rep above every no-DD rep, though cidiff's bands overlap: a rise by the
+        # reps' ranks, which ours, flat, does not follow
+        v = verdicts(checks.seed3(seed3_rows() + kernel_dd_rows(dd_mig=(330, 380, 357, 270),
+                                                                nodd_mig=(93, 264, 129, 138))))
+        self.assertFalse(v["seed3_with_fix_migrations_as_kernel"])
+        # three reps a side, a rise that neither cidiff nor the ranks can decide with so few:
+        # undecided, not "no change"
+        res = checks.seed3(seed3_rows(reps=3) + kernel_dd_rows(dd_mig=(476, 200, 562), nodd_mig=(56, 129, 43)))
+        self.assertIsNone(verdicts(res)["seed3_with_fix_migrations_as_kernel"])
+        self.assertIn("(too few reps to tell)", [d for n, _, d in res if n == "seed3_with_fix_migrations_as_kernel"][0])
         line = [x for x in checks.check_lines(checks.seed3(seed3_rows() + kernel_dd_rows(dd_aff=10)))
                 if "with_fix_affine" in x][0]
         self.assertIn("CHECK FAIL", line)
         self.assertIn("against the kernel in this VM", line)
-        self.assertIn("kernel no DD [4.2%,4.2%] -> DD [0.8%,0.8%] (falls)", line)
+        self.assertIn("kernel no DD [4.2%,4.2%,4.2%,4.2%] -> DD [0.8%,0.8%,0.8%,0.8%] (falls)", line)
 
     def test_direction_is_beyond_the_reps_spread(self):
-        self.assertEqual(checks.direction([0.10, 0.12], [0.11, 0.13]), 0)
+        # cidiff's bands apart: decided with two reps a side
         self.assertEqual(checks.direction([0.10, 0.11], [0.20, 0.21]), 1)
         self.assertEqual(checks.direction([0.20, 0.21], [0.10, 0.11]), -1)
         self.assertIsNone(checks.direction([0.1], [0.2, 0.3]))
+        # bands that overlap: "no change" only where the reps were enough for the rank test
+        # to have shown one
+        self.assertIsNone(checks.direction([0.10, 0.12], [0.11, 0.13]))
+        self.assertIsNone(checks.direction([0.10, 0.12, 0.11], [0.11, 0.13, 0.10]))
+        self.assertEqual(checks.direction([0.10, 0.12, 0.11, 0.13], [0.11, 0.13, 0.10, 0.12]), 0)
+        # seed 4's kernel shares of two recordings (checks-notes.md): 6.1's wide spread keeps
+        # cidiff's bands overlapping, while every 6.1 rep lies above every 5.10 rep
+        old, new = [0.086, 0.060, 0.033, 0.057, 0.074], [0.101, 0.154, 0.100, 0.289, 0.171, 0.091]
+        self.assertFalse(mmstats.significant((5, *mmstats.mean_sd(old)), (6, *mmstats.mean_sd(new))))
+        self.assertEqual(checks.direction(old, new), 1)
+        self.assertEqual(checks.direction(new, old), -1)
+        # the full run's two and three of them alone cannot tell
+        self.assertIsNone(checks.direction([0.057, 0.074], [0.289, 0.171, 0.091]))
+
+    def test_rank_test_is_exact(self):
+        # every b above every a: one deal in C(n+m, n)
+        self.assertAlmostEqual(mmstats.rank_p_greater([1, 2, 3], [4, 5, 6]), 1 / 20)
+        self.assertAlmostEqual(mmstats.rank_p_greater([1, 2, 3, 4], [5, 6, 7, 8]), 1 / 70)
+        self.assertAlmostEqual(mmstats.rank_p_floor(4, 4), 1 / 70)
+        # one b below one a: two deals of 70 reach U >= 15
+        self.assertAlmostEqual(mmstats.rank_p_greater([1, 2, 3, 5], [4, 6, 7, 8]), 2 / 70)
+        # nothing to tell apart: every deal ties, p = 1
+        self.assertEqual(mmstats.rank_p_greater([1, 1], [1, 1]), 1.0)
+        # the other way round is no evidence
+        self.assertGreater(mmstats.rank_p_greater([4, 5, 6], [1, 2, 3]), 0.9)
 
     def test_seed3_migrations_are_per_wakeup(self):
         # the fixed setting switched twice as often: twice the migrations at the same rate
@@ -546,7 +585,7 @@ class SeedChecks(unittest.TestCase):
     def test_seed3_wakeups_include_delayed_requeues(self):
         # DD: 300 migrations per 1000 placed wake-ups look like a storm (30%), but with 29000
         # sleepers requeued in place they are 1% of 30000 wake-ups, no more than no DD's 10/1000
-        rows = seed3_rows() + [row("v6.12", "lat-ctx", "", rep, "wl:delayed_requeues", 29000) for rep in (1, 2)]
+        rows = seed3_rows(reps=2) + [row("v6.12", "lat-ctx", "", rep, "wl:delayed_requeues", 29000) for rep in (1, 2)]
         v = verdicts(checks.seed3(rows))
         self.assertFalse(v["seed3_delayed_dequeue_raises_migrations"])
         self.assertTrue(v["seed3_fix_restores_affine_rate"])
@@ -671,9 +710,22 @@ class SeedChecks(unittest.TestCase):
         self.assertIn("against the kernel in this VM, whose hit rate falls", [d for n, _, d in res if n == rate][0])
         # ours does not fall: fail
         self.assertFalse(verdicts(checks.seed4(seed4_rows(), kernels_json()))[rate])
-        # the kernels' rate does not fall: the paper's direction, which ours keeps
-        v = verdicts(checks.seed4(seed4_rows(), kernels_json(hits_new=((50, 100), (52, 100), (49, 100)))))
+        # the kernels' rate does not fall (four reps a side: enough to have shown a change):
+        # the paper's direction, which ours keeps
+        v = verdicts(checks.seed4(seed4_rows(), kernels_json(
+            hits_old=((50, 100), (48, 100), (51, 100), (50, 100)),
+            hits_new=((50, 100), (52, 100), (49, 100), (50, 100)))))
         self.assertTrue(v[rate])
+        # with three reps a side the same non-change cannot tell: undecided
+        v = verdicts(checks.seed4(seed4_rows(), kernels_json(hits_new=((50, 100), (52, 100), (49, 100)))))
+        self.assertIsNone(v[rate])
+        # the kernels' share rises by their reps' ranks, beyond what cidiff's bands show
+        # (6.1's reps spread wide): judged against the paper, which ours follows
+        rise = kernels_json(hits_old=((43, 500), (30, 500), (17, 500), (29, 500), (37, 500)),
+                            hits_new=((51, 500), (77, 500), (50, 500), (145, 500), (86, 500)))
+        res = checks.seed4(seed4_rows(), rise)
+        self.assertTrue(verdicts(res)["seed4_recent_used_hit_rate_follows_mode"])
+        self.assertIn("against the paper, which the kernel in this VM shows too", res[0][2])
         # the kernels' share of wake-ups on recent_used_cpu falls too: ours rises, fail
         self.assertFalse(verdicts(checks.seed4(seed4_rows(), kernels_json()))["seed4_recent_used_hit_rate_follows_mode"])
         # a handful of hits a side cannot tell a direction, not even "no change": undecided
@@ -704,8 +756,8 @@ class SeedChecks(unittest.TestCase):
                       "5.10.0 [50.0%,50.0%,50.0%] -> 6.1.0 [20.0%,20.0%,20.0%] | "
                       "ru-v5.10 [50.0%,50.0%] -> ru-prev [88.2%,88.2%] |", table)
         self.assertIn("| 3 | lat_ctx task migrations per wake-up (delayed dequeue with the fix against none) | "
-                      "7.2 eevdf-nodd [10.0%,10.0%] -> eevdf [10.0%,10.0%] | "
-                      "v6.12-nodd [1.0%,1.0%] -> v6.12+seed3 [1.0%,1.0%] |", table)
+                      "7.2 eevdf-nodd [10.0%,10.0%,10.0%,10.0%] -> eevdf [10.0%,10.0%,10.0%,10.0%] | "
+                      "v6.12-nodd [1.0%,1.0%,1.0%,1.0%] -> v6.12+seed3 [1.0%,1.0%,1.0%,1.0%] |", table)
         self.assertIn("pending wake-up per rep: flag off [50,50,50,50] -> on [0,0,0,0]", table)
         self.assertIn("| 2 | response times (the paper's claim, not judged where the kernels' effects were "
                       "recorded) | not measured", table)
@@ -794,23 +846,88 @@ def lab_run(*args):
 class Runner(unittest.TestCase):
     """tools/lab/run's options that need no VM: --dry-run, usage errors, --from-raw."""
 
-    def test_a_kernels_run_that_writes_nothing_leaves_the_results_standing(self):
+    def kernels_runs(self, writes):
+        """tools/lab/run's kernel_effects for the full profile, its recordings faked: the i-th
+        writes a --json file holding the kernels it was asked for (kernels_json's) where
+        writes[i]. (effects, the commands run, stderr lines, files left in OUT)."""
         lab = runlib.load_script(RUN, "lab_run")
         a = argparse.Namespace(kernel_effects=None, quick=False, settings=None, workloads=None, reps=3)
-        ran, saved = [], lab.subprocess.run
-        lab.subprocess.run = lambda cmd, **kw: ran.append(cmd)
+        ran, saved, full = [], lab.subprocess.run, kernels_json()
+
+        def fake(cmd, **kw):
+            ran.append(cmd)
+            if writes[len(ran) - 1]:
+                asked = cmd[cmd.index("--kernels") + 1].split(",")
+                reps = int(cmd[cmd.index("--reps") + 1])
+                Path(cmd[cmd.index("--json") + 1]).write_text(json.dumps(dict(
+                    full, command=f"run {len(ran)}", reps=reps,
+                    kernels={k: full["kernels"][k] for k in asked})))
+        lab.subprocess.run = fake
         err = io.StringIO()
         try:
             with tempfile.TemporaryDirectory() as d, contextlib.redirect_stderr(err):
-                self.assertIsNone(lab.kernel_effects(a, Path(d), None))
+                effects = lab.kernel_effects(a, Path(d), None)
+                left = sorted(p.name for p in Path(d).iterdir())
         finally:
             lab.subprocess.run = saved
-        self.assertEqual(len(ran), 1)
-        self.assertIn("--reps", ran[0])
-        # the command it ran, then one line that it wrote nothing
-        lines = err.getvalue().splitlines()
-        self.assertEqual(len(lines), 2, lines)
-        self.assertIn("the checks go on without the kernels' effects", lines[1])
+        return effects, ran, err.getvalue().splitlines(), left
+
+    def test_a_kernels_run_that_writes_nothing_leaves_the_results_standing(self):
+        effects, ran, lines, left = self.kernels_runs([False, False])
+        self.assertIsNone(effects)
+        self.assertEqual(len(ran), 2)
+        # each command it ran, then one line that it wrote nothing
+        self.assertEqual(len(lines), 4, lines)
+        self.assertIn("the checks go on without those kernels' effects", lines[1])
+        self.assertEqual(left, [])
+
+    def test_the_kernels_recordings_merge_into_one_file(self):
+        effects, ran, lines, left = self.kernels_runs([True, True])
+        # 7.2 with the lab's reps; 5.10 and 6.1 with at least five, for seed 4's rank test
+        self.assertIn("sid", ran[0])
+        self.assertEqual(ran[0][ran[0].index("--reps") + 1], "3")
+        self.assertIn("bullseye,bookworm", ran[1])
+        self.assertEqual(ran[1][ran[1].index("--reps") + 1], "5")
+        self.assertEqual(sorted(effects["kernels"]), ["bookworm", "bullseye", "sid"])
+        self.assertEqual(effects["command"], "run 1; run 2")
+        self.assertEqual(effects["reps"], "3 (sid), 5 (bullseye, bookworm)")
+        self.assertEqual(left, ["kernels.json"])
+        # one recording lost: the other's kernels stand
+        effects, ran, lines, left = self.kernels_runs([False, True])
+        self.assertEqual(sorted(effects["kernels"]), ["bookworm", "bullseye"])
+        self.assertEqual(left, ["kernels.json"])
+
+    def test_kernel_effects_files_merge_and_refuse_a_kernel_twice(self):
+        full = kernels_json()
+        part = lambda *ks: dict(full, kernels={k: full["kernels"][k] for k in ks})  # noqa: E731
+        merged = kernels.merge([part("sid"), dict(part("bullseye", "bookworm"), reps=5,
+                                                  secs_for={"sched-pipe-pairs": 30})])
+        self.assertEqual(sorted(merged["kernels"]), ["bookworm", "bullseye", "sid"])
+        self.assertEqual((merged["secs"], merged["commit"]), (6, "x"))
+        self.assertEqual(merged["secs_for"], {"sched-pipe-pairs": "6 (sid), 30 (bullseye, bookworm)"})
+        self.assertEqual(kernels.seed4(merged), kernels.seed4(full))
+        with self.assertRaisesRegex(ValueError, "kernel sid is in two of the recordings"):
+            kernels.merge([part("sid"), part("sid", "bullseye")])
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            lines = ["LAB-META kernel 7.2"] + [
+                f"LAB r={r['rep']} s={r['setting']} w={r['workload']} p=- m={r['metric']} u=count v={r['value']:.0f}"
+                for r in seed4_rows()] + ["LAB-END at 12.0"]
+            (d / "raw.txt").write_text("\n".join(lines) + "\n")
+            (d / "a.json").write_text(json.dumps(part("sid")))
+            (d / "b.json").write_text(json.dumps(part("bullseye", "bookworm")))
+            rc, out, err = lab_run("--from-raw", d / "raw.txt", "--out", d / "again", "--no-report",
+                                   "--kernel-effects", d / "a.json", "--kernel-effects", d / "b.json")
+            self.assertIn("against the kernel in this VM, whose hit rate falls", out)
+            self.assertEqual(sorted(json.loads((d / "again" / "kernels.json").read_text())["kernels"]),
+                             ["bookworm", "bullseye", "sid"])
+            rc, out, err = lab_run("--from-raw", d / "raw.txt", "--out", d / "x", "--no-report",
+                                   "--kernel-effects", d / "a.json", "--kernel-effects", d / "a.json")
+            self.assertEqual((rc, err.count("\n")), (3, 1), err)
+            self.assertIn("kernel sid is in two of the recordings", err)
+            rc, out, err = lab_run("--from-raw", d / "raw.txt", "--out", d / "y", "--no-report",
+                                   "--kernel-effects", "none", "--kernel-effects", d / "a.json")
+            self.assertEqual((rc, err.count("\n")), (3, 1), err)
 
     def test_dry_run_prints_the_plan_and_sizes(self):
         rc, out, err = lab_run("--dry-run", "--settings", "eevdf,scx_bpfland", "--workloads",
