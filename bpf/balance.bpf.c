@@ -118,7 +118,7 @@ static s32 busiest_queue(s32 cpu, enum pull_scope scope)
 			continue;
 		n = cpu_dsq_nr_queued(i);
 		cs = cpu_state_of(i);
-		if (!n || !cs || nr_runnable_on(i, cs->curr_pid) < 2)
+		if (!n || !cs || nr_runnable_with(i, cs->curr_pid, n) < 2)
 			continue;
 		if (n > best) {
 			best = n;

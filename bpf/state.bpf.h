@@ -272,16 +272,22 @@ static u32 cpu_dsq_nr_queued(s32 cpu)
 /*
  * fair.c's rq->nr_running for our tasks on @cpu (see cpu_state.nr_runnable):
  * the current task unless it is idle or the agent, plus what waits in the
- * CPU's own DSQ and local DSQ.
+ * CPU's own DSQ and local DSQ. nr_runnable_with() takes the own DSQ's count
+ * where the caller has just read it: one kfunc call less per CPU, which
+ * refresh_all_cpu_states() makes for every CPU at each of the agent's turns.
  */
-static u32 nr_runnable_on(s32 cpu, s32 curr_pid)
+static u32 nr_runnable_with(s32 cpu, s32 curr_pid, u32 dsq_queued)
 {
-	u32 nr = cpu_dsq_nr_queued(cpu) +
-		 scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | cpu);
+	u32 nr = dsq_queued + scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | cpu);
 
 	if (curr_pid && curr_pid != agent_pid)
 		nr++;
 	return nr;
+}
+
+static u32 nr_runnable_on(s32 cpu, s32 curr_pid)
+{
+	return nr_runnable_with(cpu, curr_pid, cpu_dsq_nr_queued(cpu));
 }
 
 /*
@@ -304,7 +310,7 @@ static void refresh_cpu_state(s32 cpu, u64 now)
 		return;
 	ttwu = rq->ttwu_pending;
 	queued = cpu_dsq_nr_queued(cpu);
-	runnable = nr_runnable_on(cpu, cs->curr_pid);
+	runnable = nr_runnable_with(cpu, cs->curr_pid, queued);
 	/* Only what the agent reads marks the CPU changed. */
 	changed = cs->ttwu_pending != ttwu || cs->dsq_queued != queued ||
 		  cs->nr_runnable != runnable;
