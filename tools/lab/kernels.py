@@ -63,9 +63,14 @@ def merge(parts):
         return ", ".join(f"{v} ({', '.join(p['kernels'])})" for v, p in zip(values, parts))
     for key in ("reps", "secs", "commit"):
         out[key] = agreed([p.get(key) for p in parts])
-    workloads = sorted({w for p in parts for w in (p.get("secs_for") or {})})
-    out["secs_for"] = {w: agreed([(p.get("secs_for") or {}).get(w, p.get("secs")) for p in parts])
-                       for w in workloads}
+    # A workload's own seconds, from the recordings that give it some (the others may not
+    # have run it at all).
+    out["secs_for"] = {}
+    for w in sorted({w for p in parts for w in (p.get("secs_for") or {})}):
+        having = [p for p in parts if w in (p.get("secs_for") or {})]
+        values = [p["secs_for"][w] for p in having]
+        out["secs_for"][w] = values[0] if all(v == values[0] for v in values) else \
+            ", ".join(f"{v} ({', '.join(p['kernels'])})" for v, p in zip(values, having))
     return out
 
 

@@ -904,7 +904,10 @@ class Runner(unittest.TestCase):
                                                   secs_for={"sched-pipe-pairs": 30})])
         self.assertEqual(sorted(merged["kernels"]), ["bookworm", "bullseye", "sid"])
         self.assertEqual((merged["secs"], merged["commit"]), (6, "x"))
-        self.assertEqual(merged["secs_for"], {"sched-pipe-pairs": "6 (sid), 30 (bullseye, bookworm)"})
+        self.assertEqual(merged["secs_for"], {"sched-pipe-pairs": 30})
+        three = kernels.merge([dict(part("sid"), secs_for={"sched-pipe-pairs": 40}),
+                               dict(part("bullseye", "bookworm"), secs_for={"sched-pipe-pairs": 30})])
+        self.assertEqual(three["secs_for"], {"sched-pipe-pairs": "40 (sid), 30 (bullseye, bookworm)"})
         self.assertEqual(kernels.seed4(merged), kernels.seed4(full))
         with self.assertRaisesRegex(ValueError, "kernel sid is in two of the recordings"):
             kernels.merge([part("sid"), part("sid", "bullseye")])

@@ -336,6 +336,22 @@ class Main(unittest.TestCase):
         # Every run's newly-idle balances count: 4 runs of 500.
         self.assertIn("CHECK PASS oracle_newidle_sid 7.2.13+deb14-amd64: 2000 newly-idle balances;", out)
 
+    def test_the_json_names_the_commit_the_run_started_at(self):
+        # a recording takes an hour or more: a commit made meanwhile is not in it
+        facts = iter([("start" + "0" * 35, "s", [])] + [("later" + "0" * 35, "l", [])] * 9)
+        saved = run.runlib.git_facts
+        run.runlib.git_facts = lambda rev=None: next(facts)
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                path = Path(d) / "kernels.json"
+                rc, out, doc, asked = self.run_main("--kernels", "sid", "--workloads", "tbench",
+                                                    "--json", str(path))
+                got = json.loads(path.read_text())
+        finally:
+            run.runlib.git_facts = saved
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(got["commit"], "start" + "0" * 35)
+
     def test_one_workload_may_run_longer_than_the_others(self):
         with tempfile.TemporaryDirectory() as d:
             path = Path(d) / "kernels.json"
