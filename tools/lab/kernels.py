@@ -57,20 +57,18 @@ def merge(parts):
                 raise ValueError(f"kernel {k} is in two of the recordings: give each kernel once")
             out["kernels"][k] = v
 
-    def agreed(values):
+    def agreed(values, holders):
         if all(v == values[0] for v in values):
             return values[0]
-        return ", ".join(f"{v} ({', '.join(p['kernels'])})" for v, p in zip(values, parts))
+        return ", ".join(f"{v} ({', '.join(p['kernels'])})" for v, p in zip(values, holders))
     for key in ("reps", "secs", "commit"):
-        out[key] = agreed([p.get(key) for p in parts])
+        out[key] = agreed([p.get(key) for p in parts], parts)
     # A workload's own seconds, from the recordings that give it some (the others may not
     # have run it at all).
     out["secs_for"] = {}
     for w in sorted({w for p in parts for w in (p.get("secs_for") or {})}):
         having = [p for p in parts if w in (p.get("secs_for") or {})]
-        values = [p["secs_for"][w] for p in having]
-        out["secs_for"][w] = values[0] if all(v == values[0] for v in values) else \
-            ", ".join(f"{v} ({', '.join(p['kernels'])})" for v, p in zip(values, having))
+        out["secs_for"][w] = agreed([p["secs_for"][w] for p in having], having)
     return out
 
 

@@ -379,9 +379,10 @@ def verdicts(results):
 def kernels_json(interrupt=((5, 100),) * 3, pending_old=((1, 1),) * 3, pending_new=((0, 60),) * 3,
                  hits_old=((50, 100),) * 3, hits_new=((20, 100),) * 3):
     """What tools/oracle/run --json writes, for reps of tbench and of the seed-4 pipe pairs
-    (as many as the tuples hold: three by default): 7.2's seed 1 (pulled, cases) a rep, 5.10's and 6.1's newly-idle balances
-    (balanced, entered with a wake-up pending and the other gates open) and seed-4 hits
-    (hits, examined) a rep; every run 1000 placements, 990 of them wake-ups."""
+    (as many as the tuples hold: three by default): 7.2's seed 1 (pulled, cases) a rep,
+    5.10's and 6.1's newly-idle balances (balanced, entered with a wake-up pending and the
+    other gates open) and seed-4 hits (hits, examined) a rep; every run 1000 placements, 990
+    of them wake-ups."""
     def runs(tbench, pairs, n_tbench, n_pairs):
         return [dict({"workload": w, "rep": rep, "placements": 1000, "wakeups": 990}, **f(rep - 1))
                 for w, f, n in (("tbench", tbench, n_tbench), ("sched-pipe-pairs", pairs, n_pairs))
