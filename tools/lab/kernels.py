@@ -54,7 +54,7 @@ def merge(parts):
     for p in parts:
         for k, v in p["kernels"].items():
             if k in out["kernels"]:
-                raise ValueError(f"kernel {k} is in two of the recordings: give each kernel once")
+                raise ValueError(f"kernel {k!r} is in two of the recordings: give each kernel once")
             out["kernels"][k] = v
 
     def agreed(values, holders):

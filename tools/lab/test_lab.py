@@ -910,8 +910,13 @@ class Runner(unittest.TestCase):
                                dict(part("bullseye", "bookworm"), secs_for={"sched-pipe-pairs": 30})])
         self.assertEqual(three["secs_for"], {"sched-pipe-pairs": "40 (sid), 30 (bullseye, bookworm)"})
         self.assertEqual(kernels.seed4(merged), kernels.seed4(full))
-        with self.assertRaisesRegex(ValueError, "kernel sid is in two of the recordings"):
+        with self.assertRaisesRegex(ValueError, "kernel 'sid' is in two of the recordings"):
             kernels.merge([part("sid"), part("sid", "bullseye")])
+        # a kernel name from the file is echoed escaped: still one line
+        odd = {"kernels": {"a\nb": full["kernels"]["sid"]}}
+        with self.assertRaises(ValueError) as e:
+            kernels.merge([odd, odd])
+        self.assertNotIn("\n", str(e.exception))
         with tempfile.TemporaryDirectory() as d:
             d = Path(d)
             lines = ["LAB-META kernel 7.2"] + [
@@ -928,7 +933,7 @@ class Runner(unittest.TestCase):
             rc, out, err = lab_run("--from-raw", d / "raw.txt", "--out", d / "x", "--no-report",
                                    "--kernel-effects", d / "a.json", "--kernel-effects", d / "a.json")
             self.assertEqual((rc, err.count("\n")), (3, 1), err)
-            self.assertIn("kernel sid is in two of the recordings", err)
+            self.assertIn("kernel 'sid' is in two of the recordings", err)
             rc, out, err = lab_run("--from-raw", d / "raw.txt", "--out", d / "y", "--no-report",
                                    "--kernel-effects", "none", "--kernel-effects", d / "a.json")
             self.assertEqual((rc, err.count("\n")), (3, 1), err)
