@@ -311,6 +311,7 @@ pub struct ExpectReport {
 }
 
 /// What `explain` prints, as text or JSON.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Serialize)]
 pub struct ExplainReport {
     pub scenario: String,
@@ -325,26 +326,19 @@ pub struct ExplainReport {
     /// The chosen CPU (wake-up) or the CPU going idle (newly-idle).
     pub cpu: usize,
     /// Wake-up: where the task was and how far it moves.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub prev_cpu: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub migration: Option<Distance>,
     /// Wake-up: the engine's decision record (path, sync, affine domain, SIS target...).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<Decision>,
     /// Newly-idle: the task pulled, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub pulled: Option<Pulled>,
     pub chain: Vec<ChainStep>,
     /// The counters this decision bumped.
     pub counters: BTreeMap<&'static str, u64>,
     /// Wake-up: the wakee's and the waker's state after the decision (recent_used_cpu and
     /// wakee flips are updated by the placement path).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub task_after: Option<TaskState>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub waker_after: Option<TaskState>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub expect: Option<ExpectReport>,
 }
 
@@ -1010,10 +1004,10 @@ impl ExplainReport {
 // ------------------------------------------------------------------------------------------
 
 /// One record whose replay differs.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Serialize)]
 pub struct Mismatch {
     pub line: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
     pub recorded_cpu: usize,
     pub replayed_cpu: usize,

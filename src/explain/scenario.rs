@@ -57,16 +57,15 @@ pub fn build_topology(t: &TopologyInput, base_dir: &Path) -> Result<Topology, St
 // ------------------------------------------------------------------------------------------
 
 /// A newly-idle pull decision: `cpu` just ran out of work.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewIdleInput {
     pub cpu: usize,
     /// Tasks waiting on other CPUs.  Omitted: one candidate per waiting slot of every CPU
     /// with two or more runnable tasks (pid = 1000 * cpu + k, load 1024).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidates: Option<Vec<PullCandidate>>,
     /// The root domain's overload flag.  Omitted: set when a CPU has two or more tasks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overloaded: Option<bool>,
     /// `sd->max_newidle_lb_cost` of the CPU's domains, innermost first, ns (at most one a
     /// domain).  Omitted or short: a domain costs nothing.
@@ -74,7 +73,6 @@ pub struct NewIdleInput {
     pub max_newidle_lb_cost: Vec<u64>,
     /// NI_RANDOM's draw: the domains (indexes, innermost first) it lets balance.
     /// Omitted: no draw, every domain may.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drawn_domains: Option<Vec<usize>>,
 }
 
@@ -98,23 +96,22 @@ impl NewIdleGates {
 }
 
 /// What the file's own policy must decide.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<usize>,
     /// Rule names that must all appear in the chain.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<String>,
     /// Newly-idle: whether a task is pulled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull: Option<bool>,
     /// Newly-idle: the pid pulled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pulled_pid: Option<u32>,
 }
 
 /// A scenario file; see the module documentation.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
@@ -125,15 +122,10 @@ pub struct Scenario {
     pub policy: PolicySpec,
     #[serde(default)]
     pub cpus: CpuStates,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llc_state: Option<Vec<LlcStateInput>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<TaskState>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wake: Option<WakeInput>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub newidle: Option<NewIdleInput>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expect>,
 }
 

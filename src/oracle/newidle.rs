@@ -25,6 +25,7 @@ use crate::policy::newidle::{NewidleInputs, entry_gate};
 use crate::policy::{Config, CpuSnapshot, Engine, Topology, TopologyInput};
 
 /// One newly-idle balance (`struct oracle_newidle` in bpf/oracle.h), as a JSON line.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewidleRecord {
@@ -42,7 +43,6 @@ pub struct NewidleRecord {
     /// Its runqueue's `ttwu_pending` on entry: a wake-up on its way to it.
     pub ttwu_pending: bool,
     /// The root domain's overload flag on entry; absent where the kernel has none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overloaded: Option<bool>,
     /// Its runqueue's `avg_idle` on entry, ns.
     pub avg_idle: u64,
@@ -56,12 +56,10 @@ pub struct NewidleRecord {
     pub hot_escape_domains: Vec<usize>,
     /// The kernel has NI_RANDOM's draw (its `struct sched_domain` has `newidle_ratio`), so
     /// a domain the balance reached may have been skipped by chance; absent where unknown.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ni_random: Option<bool>,
     /// Tasks moved to `cpu` during the call.
     pub nr_pulled: u32,
     /// The first of them and the CPU it came from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pulled: Option<PulledTask>,
     /// Every CPU on entry, by CPU.
     pub cpus: Vec<NewidleCpu>,
@@ -75,6 +73,7 @@ pub struct PulledTask {
 }
 
 /// What a balance can read of one CPU on entry.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewidleCpu {
@@ -88,7 +87,6 @@ pub struct NewidleCpu {
     /// Its fair tasks, the running one aside, that `task_hot()` lets go: last run at least
     /// 500 us before the balance (of the first 32 on its list).  Absent where not recorded:
     /// none counts as hot.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold: Option<u32>,
 }
 

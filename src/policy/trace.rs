@@ -99,6 +99,7 @@ fn is_true(b: &bool) -> bool {
 }
 
 /// How a scenario or a trace record names its machine; see the module documentation.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TopologyInput {
@@ -108,11 +109,9 @@ pub struct TopologyInput {
         skip_serializing_if = "Option::is_none"
     )]
     pub shape: Option<Shape>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<Vec<CpuDesc>>,
     /// A sysfs tree (the `sys` directory or the directory holding it); relative paths are
     /// relative to the scenario file.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sysfs: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "CpuSet::is_empty")]
     pub offline: CpuSet,
@@ -233,13 +232,12 @@ impl<'de> Deserialize<'de> for CpuBase {
 macro_rules! cpu_state {
     ($($field:ident: $ty:ty),* $(,)?) => {
         /// One CPU's state in a scenario: a shorthand and/or any `CpuSnapshot` fields.
+        #[serde_with::skip_serializing_none]
         #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
         #[serde(deny_unknown_fields)]
         pub struct CpuState {
-            #[serde(default, skip_serializing_if = "Option::is_none")]
             pub base: Option<CpuBase>,
             $(
-                #[serde(default, skip_serializing_if = "Option::is_none")]
                 pub $field: Option<$ty>,
             )*
         }
@@ -508,6 +506,7 @@ pub enum WakeKind {
 }
 
 /// The wake-up context of a scenario.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WakeInput {
@@ -517,7 +516,6 @@ pub struct WakeInput {
     #[serde(default)]
     pub sync: bool,
     /// Raw `WAKE_*` bits, instead of `kind` and `sync` (trace records use this).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wake_flags: Option<u32>,
     pub waker_cpu: usize,
     #[serde(default)]
@@ -525,7 +523,6 @@ pub struct WakeInput {
     #[serde(default)]
     pub waker_exiting: bool,
     /// `current` on the waker's CPU.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waker: Option<TaskState>,
     #[serde(default)]
     pub now_ns: u64,
@@ -588,16 +585,14 @@ impl WakeInput {
 pub const DEFAULT_WAKER_PID: u32 = u32::MAX - 1;
 
 /// Per-LLC engine state, by dense LLC index (`Topology::llc_index`).
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlcStateInput {
     pub llc: usize,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub has_idle_cores: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub avg_scan_cost_ns: Option<u64>,
     /// SIS_UTIL's scan depth as the kernel stored it; absent = derived from `util`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nr_idle_scan: Option<u64>,
 }
 
@@ -611,17 +606,16 @@ pub struct LlcStateInput {
 /// (`has_idle_cores`, SIS_PROP's `avg_scan_cost_ns`).  A record without `llc_state` is
 /// replayed with hints taken from its snapshot, which may differ from what the live
 /// engine had (a known limit of such records, not of replay).
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TraceRecord {
     /// Writer's sequence number (informational).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
     pub topology: TopologyInput,
     #[serde(default)]
     pub policy: PolicySpec,
     pub cpus: CpuStates,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llc_state: Option<Vec<LlcStateInput>>,
     pub task: TaskState,
     pub wake: WakeInput,
@@ -632,16 +626,15 @@ pub struct TraceRecord {
     pub recorded_chain: Vec<String>,
     /// The kernel oracle's: CPUs whose runqueue changed while the recorded kernel decided,
     /// so that it may have read other state than `cpus` (absent = not measured).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changed_cpus: Option<Vec<usize>>,
     /// The kernel oracle's: the state estimator's values (bpf/pelt.bpf.h) beside the
     /// kernel's, which `cpus` and `task` hold (absent = not estimated).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimated: Option<Estimated>,
 }
 
 /// What the state estimator (bpf/pelt.bpf.h), fed the recorded kernel's own events, held
 /// when the kernel decided: the load and util averages the live agent decides on.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Estimated {
@@ -651,17 +644,13 @@ pub struct Estimated {
     pub cpu_util: Vec<u32>,
     /// The wakee's `load_avg` and `util_avg`; absent for a task the estimator has not seen
     /// queued since recording began (the live one would start from the kernel's, `task`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_load: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_util: Option<u32>,
     /// The waker's (`current`'s) `load_avg`, which a sync wake-up weighs; absent as above.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waker_load: Option<u64>,
     /// The kernel's own `se.avg.load_avg` of the wakee, which `task_load` estimates: the
     /// record's `task.load` is `task_h_load()`'s, scaled by its CPU's `h_load`.  Absent in
     /// records made before the scaling (there `task.load` is this).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_task_load: Option<u64>,
 }
 
