@@ -148,16 +148,16 @@ fn seed4_prev_mode_raises_the_recent_used_hit_rate() {
         let a = run(workload, None, params, ms, "v5.10", &[]);
         let b = run(workload, None, params, ms, "v5.10", &["recent_used=prev"]);
         let (ra, rb) = (
-            a.recent_used_hit_rate.expect("reached"),
-            b.recent_used_hit_rate.expect("reached"),
+            a.recent_used.hit_rate.expect("reached"),
+            b.recent_used.hit_rate.expect("reached"),
         );
         assert!(
             rb > ra + 0.02,
             "{workload}: recent-used hit rate must rise: v5.10 {ra:.4} ({}/{}), prev {rb:.4} ({}/{})",
-            a.recent_used_hits,
-            a.recent_used_reached,
-            b.recent_used_hits,
-            b.recent_used_reached
+            a.recent_used.hits,
+            a.recent_used.reached,
+            b.recent_used.hits,
+            b.recent_used.reached
         );
         // The merged kernels agree (v5.15 = prev, v6.5 = prev-fixed, without affinity
         // changes they behave alike).
@@ -169,7 +169,7 @@ fn seed4_prev_mode_raises_the_recent_used_hit_rate() {
             "v5.10",
             &["recent_used=prev-fixed"],
         );
-        assert_eq!(c.recent_used_hits, b.recent_used_hits);
+        assert_eq!(c.recent_used.hits, b.recent_used.hits);
     }
 }
 

@@ -69,6 +69,42 @@ pub struct Latency {
     pub max_us: f64,
 }
 
+/// What the recent_used_cpu block of select_idle_sibling() did over a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct RecentUsedStats {
+    /// recent_used_cpu returned (search-target mode: made the scan target).
+    pub hits: u64,
+    /// select_idle_sibling() calls that got past the target, prev and kthread checks to
+    /// the block.
+    pub reached: u64,
+    /// Misses as the policy counts them: recent_used_cpu was a distinct CPU (not prev,
+    /// not the target) but not usable.
+    pub misses: u64,
+    /// `hits / reached`: Mel Gorman's "SIS Recent Used Hit" ratio, where every pass
+    /// through the block that does not return counts as a miss.  None with
+    /// `recent_used=off`.
+    pub hit_rate: Option<f64>,
+    /// `hits / (hits + misses)` with the policy's distinct-CPU misses.
+    pub distinct_hit_rate: Option<f64>,
+}
+
+impl RecentUsedStats {
+    /// From the placement counters summed over a run; `off`: the policy has no block.
+    fn of(c: &Counters, off: bool) -> RecentUsedStats {
+        let hits = c.sis_recent_used_hit + c.sis_recent_used_target;
+        let reached = c
+            .sis_search
+            .saturating_sub(c.sis_target_hit + c.sis_prev_hit + c.sis_kthread_stack_hit);
+        RecentUsedStats {
+            hits,
+            reached,
+            misses: c.sis_recent_used_miss,
+            hit_rate: if off { None } else { ratio(hits, reached) },
+            distinct_hit_rate: ratio(hits, hits + c.sis_recent_used_miss),
+        }
+    }
+}
+
 /// One run's results.
 #[derive(Clone, Debug, Serialize)]
 pub struct SimReport {
@@ -102,20 +138,8 @@ pub struct SimReport {
     /// `nr_wakeups_local / placed`.
     pub local_rate: Option<f64>,
     pub migrations: Migrations,
-    /// recent_used_cpu returned (search-target mode: made the scan target).
-    pub recent_used_hits: u64,
-    /// select_idle_sibling() calls that got past the target, prev and kthread checks to
-    /// the recent_used_cpu block.
-    pub recent_used_reached: u64,
-    /// Misses as the policy counts them: recent_used_cpu was a distinct CPU (not prev,
-    /// not the target) but not usable.
-    pub recent_used_misses: u64,
-    /// `hits / reached`: Mel Gorman's "SIS Recent Used Hit" ratio, where every pass
-    /// through the block that does not return counts as a miss.  None with
-    /// `recent_used=off`.
-    pub recent_used_hit_rate: Option<f64>,
-    /// `hits / (hits + misses)` with the policy's distinct-CPU misses.
-    pub recent_used_distinct_hit_rate: Option<f64>,
+    /// The recent_used_cpu block of select_idle_sibling().
+    pub recent_used: RecentUsedStats,
     pub idle_core_hits: u64,
     pub newidle: NewIdleStats,
     pub latency: Latency,
@@ -165,11 +189,6 @@ impl SimReport {
         }
         let s = spec.shape;
         let sim_ms = raw.now_ns as f64 / 1e6;
-        let recent_off = spec.config.recent_used == crate::policy::RecentUsedMode::Off;
-        let recent_hits = c.sis_recent_used_hit + c.sis_recent_used_target;
-        let recent_reached = c
-            .sis_search
-            .saturating_sub(c.sis_target_hit + c.sis_prev_hit + c.sis_kthread_stack_hit);
         SimReport {
             label: spec.label.clone(),
             policy,
@@ -214,15 +233,10 @@ impl SimReport {
                 cross_llc: wake.cross_llc + newidle.cross_llc + tick.cross_llc,
                 cross_node: wake.cross_node + newidle.cross_node + tick.cross_node,
             },
-            recent_used_hits: recent_hits,
-            recent_used_reached: recent_reached,
-            recent_used_misses: c.sis_recent_used_miss,
-            recent_used_hit_rate: if recent_off {
-                None
-            } else {
-                ratio(recent_hits, recent_reached)
-            },
-            recent_used_distinct_hit_rate: ratio(recent_hits, recent_hits + c.sis_recent_used_miss),
+            recent_used: RecentUsedStats::of(
+                &c,
+                spec.config.recent_used == crate::policy::RecentUsedMode::Off,
+            ),
             idle_core_hits: c.sis_idle_core_hit,
             newidle: NewIdleStats {
                 balance: ni.newidle_balance,
@@ -236,6 +250,11 @@ impl SimReport {
             newidle_counters: ni,
         }
     }
+}
+
+/// A rate beside the counts it is made of: "45.0% (9/20)".
+fn rate_of(rate: Option<f64>, n: u64, of: u64) -> String {
+    format!("{} ({n}/{of})", pct(rate))
 }
 
 fn pct(r: Option<f64>) -> String {
@@ -286,14 +305,7 @@ pub fn render_table(reports: &[SimReport]) -> String {
         ),
         (
             "affine rate",
-            Box::new(|r: &SimReport| {
-                format!(
-                    "{} ({}/{})",
-                    pct(r.affine_rate),
-                    r.affine,
-                    r.affine_attempts
-                )
-            }),
+            Box::new(|r: &SimReport| rate_of(r.affine_rate, r.affine, r.affine_attempts)),
         ),
         ("local rate", Box::new(|r: &SimReport| pct(r.local_rate))),
         (
@@ -327,22 +339,20 @@ pub fn render_table(reports: &[SimReport]) -> String {
         (
             "recent-used hits / reached",
             Box::new(|r: &SimReport| {
-                format!(
-                    "{} ({}/{})",
-                    pct(r.recent_used_hit_rate),
-                    r.recent_used_hits,
-                    r.recent_used_reached
+                rate_of(
+                    r.recent_used.hit_rate,
+                    r.recent_used.hits,
+                    r.recent_used.reached,
                 )
             }),
         ),
         (
             "  hits / (hits + distinct misses)",
             Box::new(|r: &SimReport| {
-                format!(
-                    "{} ({}/{})",
-                    pct(r.recent_used_distinct_hit_rate),
-                    r.recent_used_hits,
-                    r.recent_used_hits + r.recent_used_misses
+                rate_of(
+                    r.recent_used.distinct_hit_rate,
+                    r.recent_used.hits,
+                    r.recent_used.hits + r.recent_used.misses,
                 )
             }),
         ),
