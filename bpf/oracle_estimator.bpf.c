@@ -20,6 +20,19 @@ static void est_inputs(struct pelt_cpu *c, struct rq *rq)
 	c->running = BPF_CORE_READ(rq, cfs.curr) != NULL;
 }
 
+/*
+ * The kernel's own moves of a task's averages into and out of a CPU's are
+ * hooked where its BTF has the functions (the loader checks):
+ * attach_entity_load_avg() and remove_entity_load_avg() (est_kernel_moves),
+ * detach_entity_load_avg() (est_kernel_detach; inlined on 5.10). Without
+ * them the moves are inferred from a task's enqueue, migration and death,
+ * which misses the roads those do not show: on 6.12 a task can leave a CPU's
+ * averages and be queued there again with no attach, and the inference
+ * counts it twice (docs/oracle-notes.md).
+ */
+const volatile bool est_kernel_moves;
+const volatile bool est_kernel_detach;
+
 /* CPU cpu's slot, seeded from its runqueue the first time. */
 static struct pelt_cpu *est_cpu(u32 cpu, struct rq *rq, u64 now)
 {
@@ -131,6 +144,8 @@ int BPF_PROG(est_migrate, struct task_struct *p, int new_cpu)
 	est_missed_dequeue(t, p);
 	if (!(old = est_cpu_of_task(t)))
 		return 0;
+	if (moving ? est_kernel_detach : est_kernel_moves)
+		return 0;
 	if (moving && (rq = per_cpu_addr(ksym_runqueues, t->cpu))) {
 		now = pelt_clock(rq);
 		pelt_cpu_update(old, now);
@@ -159,6 +174,8 @@ int BPF_PROG(est_enqueue, struct rq *rq, struct task_struct *p, int flags)
 		pelt_task_update(t, now);
 		return 0;
 	}
+	if (est_kernel_moves)
+		return 0;
 	/* Moved by a road the migration hook did not see: the old CPU's removed load. */
 	if ((old = est_cpu_of_task(t)))
 		pelt_task_remove(old, t);
@@ -323,18 +340,118 @@ int BPF_PROG(est_reweight2, struct task_struct *p, int prio)
 	return 0;
 }
 
-/* A dead task's averages leave its CPU's (task_dead_fair()), and its slot goes. */
-SEC("fentry/task_dead_fair")
+/*
+ * A dead task's averages leave its CPU's (task_dead_fair(), through
+ * remove_entity_load_avg() where that is hooked), and its slot goes.
+ */
+SEC("fexit/task_dead_fair")
 int BPF_PROG(est_dead, struct task_struct *p)
 {
 	s32 pid = BPF_CORE_READ(p, pid);
-	struct pelt_task *t = est_task_leaving(p, 0);
+	struct pelt_task *t;
 	struct pelt_cpu *old;
 
-	if (!t)
+	if (!est_kernel_moves && (t = est_task_leaving(p, 0)) && (old = est_cpu_of_task(t)))
+		pelt_task_remove(old, t);
+	bpf_map_delete_elem(&est_tasks, &pid);
+	return 0;
+}
+
+/* The task whose entity se is; NULL for a group's. */
+static struct task_struct *est_task_of(struct sched_entity *se)
+{
+	if (BPF_CORE_READ(se, my_q))
+		return NULL;
+	return (void *)se - bpf_core_field_offset(struct task_struct, se);
+}
+
+/* cfs_rq's CPU when it is a CPU's root runqueue (*rqp set), else -1. */
+static s32 est_root_cpu(struct cfs_rq *cfs_rq, struct rq **rqp)
+{
+	struct rq *rq = BPF_CORE_READ(cfs_rq, rq);
+
+	if (!rq || (u64)cfs_rq != (u64)rq + bpf_core_field_offset(struct rq, cfs))
+		return -1;
+	*rqp = rq;
+	return BPF_CORE_READ(rq, cpu);
+}
+
+/*
+ * The kernel added se's averages to its CPU's, brought to now (an enqueue
+ * after a migration or at a task's first, a class or group change): the
+ * task's join ours. One we hold on another CPU leaves that one's first; one
+ * we already hold here stays as it is.
+ */
+SEC("fexit/attach_entity_load_avg")
+int BPF_PROG(est_attached, struct cfs_rq *cfs_rq, struct sched_entity *se)
+{
+	struct task_struct *p = est_task_of(se);
+	struct rq *rq = NULL;
+	s32 cpu = est_root_cpu(cfs_rq, &rq), pid;
+	struct pelt_cpu *c, *old;
+	struct pelt_task *t;
+	u64 now;
+
+	if (!p || cpu < 0 || !rq)
+		return 0;
+	now = pelt_clock(rq);
+	if (!(c = est_cpu(cpu, rq, now)))
+		return 0;
+	pid = BPF_CORE_READ(p, pid);
+	t = bpf_map_lookup_elem(&est_tasks, &pid);
+	if (!t && (t = est_task(p, now, cpu)))
+		t->cpu = -1;	/* seeded after the kernel's attach: in no CPU's of ours yet */
+	if (!t || t->cpu == cpu)
 		return 0;
 	if ((old = est_cpu_of_task(t)))
 		pelt_task_remove(old, t);
-	bpf_map_delete_elem(&est_tasks, &pid);
+	pelt_cpu_update(c, now);
+	pelt_task_attach(c, cpu, t);
+	return 0;
+}
+
+/*
+ * The kernel takes a queued se's averages out of its CPU's at once (a
+ * balancing move, a class or group change); both are up to date.
+ */
+SEC("fentry/detach_entity_load_avg")
+int BPF_PROG(est_detached, struct cfs_rq *cfs_rq, struct sched_entity *se)
+{
+	struct task_struct *p = est_task_of(se);
+	struct rq *rq = NULL;
+	s32 cpu = est_root_cpu(cfs_rq, &rq);
+	struct pelt_cpu *c;
+	struct pelt_task *t;
+	u64 now;
+
+	if (!p || cpu < 0 || !rq || !(t = est_task_leaving(p, 0)) || t->cpu != cpu ||
+	    !(c = est_cpu_of_task(t)))
+		return 0;
+	now = pelt_clock(rq);
+	pelt_cpu_update(c, now);
+	pelt_task_update(t, now);
+	pelt_task_detach(c, t);
+	return 0;
+}
+
+/*
+ * The kernel put an asleep se's averages in its CPU's removed load (a
+ * wake-up elsewhere, its death): ours too, then migrate_se_pelt_lag() as
+ * pelt_task_leave_asleep() applies it. (fexit: an fentry program on this
+ * function was seen not to run on 6.12.)
+ */
+SEC("fexit/remove_entity_load_avg")
+int BPF_PROG(est_removed, struct sched_entity *se)
+{
+	struct task_struct *p = est_task_of(se);
+	struct pelt_task *t;
+	struct pelt_cpu *old;
+
+	if (!p || !(t = est_task_leaving(p, 0)))
+		return 0;
+	est_missed_dequeue(t, p);
+	if ((old = est_cpu_of_task(t)))
+		pelt_task_leave_asleep(old, t, per_cpu_addr(ksym_runqueues, t->cpu),
+				       bpf_ktime_get_ns() + sched_clock_offset);
 	return 0;
 }

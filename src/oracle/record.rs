@@ -70,6 +70,12 @@ const HOOK: &str = "select_task_rq_fair";
 /// The state estimator's only update of an idle CPU hooks it (bpf/oracle.bpf.c).
 const BLOCKED_UPDATE: [&str; 2] = ["update_other_load_avgs", "update_rt_rq_load_avg"];
 
+/// The kernel's moves of a task's averages into a CPU's and into its removed load, hooked
+/// where its BTF has both, and out of a CPU's at once (inlined on 5.10): without them the
+/// estimator infers the moves (bpf/oracle_estimator.bpf.c).
+const MOVES: [&str; 2] = ["attach_entity_load_avg", "remove_entity_load_avg"];
+const DETACH: &str = "detach_entity_load_avg";
+
 /// The task reweight of a nice change: `reweight_task_fair(rq, p, lw)` from v6.10,
 /// `reweight_task(p, prio)` before.
 const REWEIGHT: [&str; 2] = ["reweight_task_fair", "reweight_task"];
@@ -83,6 +89,10 @@ const LOAD_BALANCE: [&str; 2] = ["sched_balance_rq", "load_balance"];
 /// The hooks whose name differs by version, as this kernel's BTF has them.
 #[derive(Clone, Copy, Debug, Default)]
 struct VersionHooks {
+    /// The kernel has both of [`MOVES`].
+    moves: bool,
+    /// The kernel has [`DETACH`].
+    detach: bool,
     /// One of `BLOCKED_UPDATE`.
     blocked_update: Option<&'static str>,
     /// One of `REWEIGHT`.
@@ -104,6 +114,8 @@ fn hook_arity() -> Result<(usize, VersionHooks)> {
     let btf = Btf::from_vmlinux().context("reading the kernel's BTF")?;
     let has = |n: &&str| btf.type_by_name::<Func>(n).is_some();
     let hooks = VersionHooks {
+        moves: MOVES.iter().all(has),
+        detach: has(&DETACH),
         blocked_update: BLOCKED_UPDATE.into_iter().find(has),
         reweight: REWEIGHT.into_iter().find(has),
         newidle: NEWIDLE.into_iter().find(has),
@@ -440,6 +452,8 @@ fn load_and_attach<'obj>(
         r.ksym_preempt_count = k.preempt_count;
         r.ksym_pcpu_hot = k.pcpu_hot;
         r.ksym_jiffies = k.jiffies;
+        r.est_kernel_moves = target.hooks.moves;
+        r.est_kernel_detach = target.hooks.detach;
     }
     let three = target.arity == 3;
     open.progs.oracle_enter3.set_autoload(three);
@@ -453,6 +467,16 @@ fn load_and_attach<'obj>(
         target.hooks.reweight,
         "the estimator misses nice changes",
     );
+    progs.est_attached.set_autoload(target.hooks.moves);
+    progs.est_removed.set_autoload(target.hooks.moves);
+    progs.est_detached.set_autoload(target.hooks.detach);
+    if !target.hooks.moves {
+        log::warn!(
+            "oracle: no {} in this kernel's BTF: the estimator infers where a task's \
+             averages join and leave a CPU's",
+            MOVES.join(" and ")
+        );
+    }
     keep_the_one_found(
         [&mut progs.est_blocked1, &mut progs.est_blocked3],
         BLOCKED_UPDATE,
