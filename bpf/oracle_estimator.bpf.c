@@ -142,9 +142,10 @@ int BPF_PROG(est_migrate, struct task_struct *p, int new_cpu)
 	if (!t)
 		return 0;
 	est_missed_dequeue(t, p);
-	if (!(old = est_cpu_of_task(t)))
-		return 0;
+	/* Where the kernel's own move is hooked, that hook moves the task. */
 	if (moving ? est_kernel_detach : est_kernel_moves)
+		return 0;
+	if (!(old = est_cpu_of_task(t)))
 		return 0;
 	if (moving && (rq = per_cpu_addr(ksym_runqueues, t->cpu))) {
 		now = pelt_clock(rq);
