@@ -53,7 +53,7 @@ start_sched() {
     log=$1; shift
     /usr/local/bin/timeout --foreground --preserve-status 300 scx_wakelab --stats $STATS_SECS "$@" >"$log" 2>&1 &
     SCHED=$!
-    wait_state enabled 20 || return 1
+    wait_state enabled 120 || return 1
     i=0
     until scx_wakelab stats --json >/dev/null 2>&1; do
         i=$((i + 1)); [ $i -ge 50 ] && return 1; sleep 0.2

@@ -6,7 +6,7 @@
 for preset in mainline v5.10; do
     scx_wakelab --preset "$preset" --trace /tmp/trace-$preset.jsonl >/tmp/replay-$preset.log 2>&1 &
     S=$!
-    if ! wait_state enabled 20; then fail "replay_${preset}_loaded" "state $(sched_state)"; kill $S; continue; fi
+    if ! wait_state enabled 120; then fail "replay_${preset}_loaded" "state $(sched_state)"; kill $S; continue; fi
     hackbench -p -g 2 -l 100 >/dev/null
     perf bench sched pipe -l 1000 >/dev/null
     kill -INT $S; wait $S
