@@ -36,11 +36,17 @@ macro_rules! workloads {
             $( $(#[$fdoc:meta])* $field:ident: $ty:ty = $default:expr, $parse:ident; )*
         }
     )*) => {
-        /// The synthetic workloads.
+        $(
+            $(#[$vdoc])*
+            #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+            pub struct $variant { $( $(#[$fdoc])* pub $field: $ty, )* }
+        )*
+
+        /// The synthetic workloads, each with its parameters.
         #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
         #[serde(tag = "name", rename_all = "kebab-case")]
         pub enum Workload {
-            $( $(#[$vdoc])* $variant { $( $(#[$fdoc])* $field: $ty, )* }, )*
+            $( $(#[$vdoc])* $variant($variant), )*
         }
 
         /// Workload names for `--workload`.
@@ -50,20 +56,20 @@ macro_rules! workloads {
             /// The workload with its default parameters.
             pub fn by_name(name: &str) -> Option<Workload> {
                 match name {
-                    $( $name => Some(Workload::$variant { $( $field: $default, )* }), )*
+                    $( $name => Some(Workload::$variant($variant { $( $field: $default, )* })), )*
                     _ => None,
                 }
             }
 
             pub fn name(&self) -> &'static str {
-                match self { $( Workload::$variant { .. } => $name, )* }
+                match self { $( Workload::$variant(_) => $name, )* }
             }
 
             /// `(key, current value)` of every parameter, for `--param` and help.
             pub fn params(&self) -> Vec<(&'static str, String)> {
                 match self {
-                    $( Workload::$variant { $( $field, )* } => {
-                        vec![ $( (stringify!($field), ParamValue::show($field)), )* ]
+                    $( Workload::$variant(p) => {
+                        vec![ $( (stringify!($field), ParamValue::show(&p.$field)), )* ]
                     } )*
                 }
             }
@@ -72,8 +78,8 @@ macro_rules! workloads {
             /// workload's.
             pub fn set_param(&mut self, key: &str, v: &str) -> Result<bool, String> {
                 match self {
-                    $( Workload::$variant { $( $field, )* } => match key {
-                        $( stringify!($field) => *$field = param::$parse(key, v)?, )*
+                    $( Workload::$variant(p) => match key {
+                        $( stringify!($field) => p.$field = param::$parse(key, v)?, )*
                         _ => return Ok(false),
                     }, )*
                 }
@@ -271,7 +277,7 @@ impl Workload {
         };
         match self {
             // Barry Song: 2 NUMA nodes, CPUs 0-31 and 32-63.
-            Workload::SoftirqRr { .. } => s(2, 1, 32, 1),
+            Workload::SoftirqRr(_) => s(2, 1, 32, 1),
             _ => s(2, 1, 2, 2),
         }
     }
@@ -425,17 +431,15 @@ impl SimSpec {
             }
         };
         match &self.workload {
-            Workload::PipeRings {
-                rings, ring_size, ..
-            } => or_cpus(*rings, 1).saturating_mul(*ring_size as u64),
-            Workload::Hackbench { groups, fds, .. } => (*groups as u64)
-                .saturating_mul(*fds as u64)
+            Workload::PipeRings(w) => or_cpus(w.rings, 1).saturating_mul(w.ring_size as u64),
+            Workload::Hackbench(w) => (w.groups as u64)
+                .saturating_mul(w.fds as u64)
                 .saturating_mul(2),
-            Workload::SoftirqRr { flows, .. } => (*flows as u64).saturating_add(nr_cpus),
-            Workload::TbenchLike { pairs, .. } => or_cpus(*pairs, 2).saturating_mul(2),
-            Workload::NewidleBurst { pairs, batch, .. } => or_cpus(*pairs, 1)
+            Workload::SoftirqRr(w) => (w.flows as u64).saturating_add(nr_cpus),
+            Workload::TbenchLike(w) => or_cpus(w.pairs, 2).saturating_mul(2),
+            Workload::NewidleBurst(w) => or_cpus(w.pairs, 1)
                 .saturating_mul(2)
-                .saturating_add(or_cpus(*batch, 1)),
+                .saturating_add(or_cpus(w.batch, 1)),
         }
     }
 
@@ -481,5 +485,30 @@ impl SimSpec {
             self.workload.name(),
             known.join(", ")
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A workload serialises flat, its `--workload` name under "name" beside its
+    /// parameters, and reads back the same.
+    #[test]
+    fn workload_json_is_flat_and_round_trips() {
+        for name in WORKLOAD_NAMES {
+            let w = Workload::by_name(name).expect("a listed workload");
+            let v = serde_json::to_value(&w).expect("serialises");
+            let obj = v.as_object().expect("a JSON object");
+            assert_eq!(obj["name"], *name);
+            assert_eq!(obj.len(), w.params().len() + 1, "{v}");
+            for (key, _) in w.params() {
+                assert!(obj.contains_key(key), "{name}: {key} missing in {v}");
+            }
+            assert_eq!(
+                serde_json::from_value::<Workload>(v).expect("reads back"),
+                w
+            );
+        }
     }
 }

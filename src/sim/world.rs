@@ -318,77 +318,50 @@ pub fn footprint(spec: &SimSpec) -> Footprint {
     };
     let by_time = match &spec.workload {
         // A ring's token wakes one task per hop.
-        Workload::PipeRings { rings, work_ns, .. } => {
-            bounded(or_cpus(*rings, 1), 1, *work_ns, *work_ns)
-        }
+        Workload::PipeRings(w) => bounded(or_cpus(w.rings, 1), 1, w.work_ns, w.work_ns),
         // A pair wakes its server, then its client.
-        Workload::TbenchLike {
-            pairs,
-            client_ns,
-            server_ns,
-            ..
-        } => bounded(
-            or_cpus(*pairs, 2),
+        Workload::TbenchLike(w) => bounded(
+            or_cpus(w.pairs, 2),
             2,
-            client_ns.saturating_add(*server_ns),
-            (*client_ns).min(*server_ns),
+            w.client_ns.saturating_add(w.server_ns),
+            w.client_ns.min(w.server_ns),
         ),
         // Every message wakes its receiver, and may free one blocked writer.
-        Workload::Hackbench {
-            groups,
-            fds,
-            loops,
-            mode,
-            ..
-        } => {
-            let cost = match mode {
+        Workload::Hackbench(w) => {
+            let cost = match w.mode {
                 HackbenchMode::Pipe => HACKBENCH_PIPE_NS,
                 HackbenchMode::Socket => HACKBENCH_SOCKET_NS,
             };
-            let messages = (*groups as u64)
-                .saturating_mul(*fds as u64)
-                .saturating_mul(*fds as u64)
-                .saturating_mul(*loops as u64);
+            let messages = (w.groups as u64)
+                .saturating_mul(w.fds as u64)
+                .saturating_mul(w.fds as u64)
+                .saturating_mul(w.loops as u64);
             cycles(cpus, cost).min(messages.saturating_mul(2))
         }
         // A flow's packet wakes its server, which works, then the next arrives.
-        Workload::SoftirqRr {
-            flows,
-            work_ns,
-            rtt_ns,
-            ..
-        } => bounded(
-            (*flows as u64).max(1),
+        Workload::SoftirqRr(w) => bounded(
+            (w.flows as u64).max(1),
             1,
-            work_ns.saturating_add(*rtt_ns),
-            *work_ns,
+            w.work_ns.saturating_add(w.rtt_ns),
+            w.work_ns,
         ),
         // A pair wakes its server, then its client, `burst` times, then the client's
         // timer after its pause; a batch task is woken by its timer once per run and sleep.
-        Workload::NewidleBurst {
-            pairs,
-            serve_ns,
-            think_ns,
-            burst,
-            pause_ns,
-            batch,
-            batch_run_ns,
-            batch_sleep_ns,
-        } => {
+        Workload::NewidleBurst(w) => {
             let pairs = bounded(
-                or_cpus(*pairs, 1),
-                2 * u64::from(*burst) + 1,
-                serve_ns
-                    .saturating_add(*think_ns)
-                    .saturating_mul(u64::from(*burst))
-                    .saturating_add(*pause_ns),
-                (*serve_ns).min(*think_ns),
+                or_cpus(w.pairs, 1),
+                2 * u64::from(w.burst) + 1,
+                w.serve_ns
+                    .saturating_add(w.think_ns)
+                    .saturating_mul(u64::from(w.burst))
+                    .saturating_add(w.pause_ns),
+                w.serve_ns.min(w.think_ns),
             );
             let batch = bounded(
-                or_cpus(*batch, 1),
+                or_cpus(w.batch, 1),
                 1,
-                batch_run_ns.saturating_add(*batch_sleep_ns),
-                *batch_run_ns,
+                w.batch_run_ns.saturating_add(w.batch_sleep_ns),
+                w.batch_run_ns,
             );
             pairs.saturating_add(batch)
         }
@@ -602,25 +575,20 @@ impl World {
         let n = self.topo.nr_cpus();
         let all = CpuSet::first_n(n);
         let mut runnable = Vec::new();
-        match *w {
-            Workload::PipeRings {
-                rings,
-                ring_size,
-                work_ns,
-                tail_ns,
-            } => {
-                let rings = if rings == 0 { n } else { rings };
+        match w {
+            Workload::PipeRings(w) => {
+                let rings = if w.rings == 0 { n } else { w.rings };
                 for r in 0..rings {
                     let first = self.tasks.len();
-                    for k in 0..ring_size {
-                        let next = first + (k + 1) % ring_size;
+                    for k in 0..w.ring_size {
+                        let next = first + (k + 1) % w.ring_size;
                         // The first process of each ring holds the token.
                         let tok = u32::from(k == 0);
                         self.add_task(
                             Script::Ring {
                                 next,
-                                work_ns,
-                                tail_ns,
+                                work_ns: w.work_ns,
+                                tail_ns: w.tail_ns,
                                 ctx: WakerContext::Task,
                             },
                             all,
@@ -632,15 +600,13 @@ impl World {
                     let _ = r;
                 }
             }
-            Workload::TbenchLike {
-                pairs,
-                client_ns,
-                server_ns,
-                tail_ns,
-                task_context,
-            } => {
-                let pairs = if pairs == 0 { (n / 2).max(1) } else { pairs };
-                let ctx = if task_context {
+            Workload::TbenchLike(w) => {
+                let pairs = if w.pairs == 0 {
+                    (n / 2).max(1)
+                } else {
+                    w.pairs
+                };
+                let ctx = if w.task_context {
                     WakerContext::Task
                 } else {
                     WakerContext::Softirq
@@ -650,8 +616,8 @@ impl World {
                     self.add_task(
                         Script::Ring {
                             next: c + 1,
-                            work_ns: client_ns,
-                            tail_ns,
+                            work_ns: w.client_ns,
+                            tail_ns: w.tail_ns,
                             ctx,
                         },
                         all,
@@ -661,8 +627,8 @@ impl World {
                     self.add_task(
                         Script::Ring {
                             next: c,
-                            work_ns: server_ns,
-                            tail_ns,
+                            work_ns: w.server_ns,
+                            tail_ns: w.tail_ns,
                             ctx,
                         },
                         all,
@@ -672,19 +638,14 @@ impl World {
                     runnable.extend([true, false]);
                 }
             }
-            Workload::Hackbench {
-                groups,
-                fds,
-                loops,
-                mode,
-                capacity,
-            } => {
-                self.hackbench_capacity = capacity;
-                let cost = match mode {
+            Workload::Hackbench(w) => {
+                let (fds, loops) = (w.fds, w.loops);
+                self.hackbench_capacity = w.capacity;
+                let cost = match w.mode {
                     HackbenchMode::Pipe => HACKBENCH_PIPE_NS,
                     HackbenchMode::Socket => HACKBENCH_SOCKET_NS,
                 };
-                for _ in 0..groups {
+                for _ in 0..w.groups {
                     let first = self.tasks.len();
                     let receivers: Rc<[usize]> = (first..first + fds).collect();
                     for _ in 0..fds {
@@ -717,12 +678,7 @@ impl World {
                     }
                 }
             }
-            Workload::SoftirqRr {
-                flows,
-                work_ns,
-                rtt_ns,
-                hogs,
-            } => {
+            Workload::SoftirqRr(w) => {
                 let nodes = self.node_masks();
                 if nodes.len() < 2 {
                     return Err(
@@ -732,44 +688,39 @@ impl World {
                 }
                 let irq_node = *nodes.last().expect("2 nodes");
                 let irq_cpus: Vec<usize> = irq_node.iter().collect();
-                if hogs {
+                if w.hogs {
                     for _ in 0..irq_cpus.len() {
                         // taskset -c <irq node> stress -c <cpus of the node>
                         self.add_task(Script::Hog, irq_node, 0, false);
                         runnable.push(true);
                     }
                 }
-                for f in 0..flows {
-                    let s = self.add_task(Script::RrServer { flow: f, work_ns }, all, 0, false);
+                for f in 0..w.flows {
+                    let server = Script::RrServer {
+                        flow: f,
+                        work_ns: w.work_ns,
+                    };
+                    let s = self.add_task(server, all, 0, false);
                     runnable.push(false);
                     self.flows.push(Flow {
                         server: s,
                         irq_cpu: irq_cpus[f % irq_cpus.len()],
-                        rtt_ns,
+                        rtt_ns: w.rtt_ns,
                     });
                 }
             }
-            Workload::NewidleBurst {
-                pairs,
-                serve_ns,
-                think_ns,
-                burst,
-                pause_ns,
-                batch,
-                batch_run_ns,
-                batch_sleep_ns,
-            } => {
-                let pairs = if pairs == 0 { n } else { pairs };
-                let batch = if batch == 0 { n } else { batch };
+            Workload::NewidleBurst(w) => {
+                let pairs = if w.pairs == 0 { n } else { w.pairs };
+                let batch = if w.batch == 0 { n } else { w.batch };
                 for _ in 0..pairs {
                     let c = self.tasks.len();
                     self.add_task(
                         Script::BurstClient {
                             server: c + 1,
-                            think_ns,
-                            burst,
-                            left: burst,
-                            pause_ns,
+                            think_ns: w.think_ns,
+                            burst: w.burst,
+                            left: w.burst,
+                            pause_ns: w.pause_ns,
                         },
                         all,
                         1,
@@ -778,7 +729,7 @@ impl World {
                     self.add_task(
                         Script::Ring {
                             next: c,
-                            work_ns: serve_ns,
+                            work_ns: w.serve_ns,
                             tail_ns: 0,
                             ctx: WakerContext::Task,
                         },
@@ -791,8 +742,8 @@ impl World {
                 for _ in 0..batch {
                     self.add_task(
                         Script::Batch {
-                            run_ns: batch_run_ns,
-                            sleep_ns: batch_sleep_ns,
+                            run_ns: w.batch_run_ns,
+                            sleep_ns: w.batch_sleep_ns,
                         },
                         all,
                         1,
