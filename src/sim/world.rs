@@ -497,6 +497,21 @@ impl World {
     // Set-up
     // --------------------------------------------------------------------------------
 
+    /// Adds a client holding its first request and the server it sends to, each script
+    /// made knowing the other's task id; both runnable entries pushed.
+    fn add_pair(
+        &mut self,
+        client: impl FnOnce(usize) -> Script,
+        server: impl FnOnce(usize) -> Script,
+        allowed: CpuSet,
+        runnable: &mut Vec<bool>,
+    ) {
+        let c = self.tasks.len();
+        self.add_task(client(c + 1), allowed, 1, false);
+        self.add_task(server(c), allowed, 0, false);
+        runnable.extend([true, false]);
+    }
+
     fn add_task(&mut self, script: Script, allowed: CpuSet, tokens: u32, finite: bool) -> usize {
         let id = self.tasks.len();
         let n = self.topo.nr_cpus();
@@ -611,31 +626,19 @@ impl World {
                 } else {
                     WakerContext::Softirq
                 };
+                let ring = |next, work_ns| Script::Ring {
+                    next,
+                    work_ns,
+                    tail_ns: w.tail_ns,
+                    ctx,
+                };
                 for _ in 0..pairs {
-                    let c = self.tasks.len();
-                    self.add_task(
-                        Script::Ring {
-                            next: c + 1,
-                            work_ns: w.client_ns,
-                            tail_ns: w.tail_ns,
-                            ctx,
-                        },
+                    self.add_pair(
+                        |server| ring(server, w.client_ns),
+                        |client| ring(client, w.server_ns),
                         all,
-                        1,
-                        false,
+                        &mut runnable,
                     );
-                    self.add_task(
-                        Script::Ring {
-                            next: c,
-                            work_ns: w.server_ns,
-                            tail_ns: w.tail_ns,
-                            ctx,
-                        },
-                        all,
-                        0,
-                        false,
-                    );
-                    runnable.extend([true, false]);
                 }
             }
             Workload::Hackbench(w) => {
@@ -713,31 +716,23 @@ impl World {
                 let pairs = if w.pairs == 0 { n } else { w.pairs };
                 let batch = if w.batch == 0 { n } else { w.batch };
                 for _ in 0..pairs {
-                    let c = self.tasks.len();
-                    self.add_task(
-                        Script::BurstClient {
-                            server: c + 1,
+                    self.add_pair(
+                        |server| Script::BurstClient {
+                            server,
                             think_ns: w.think_ns,
                             burst: w.burst,
                             left: w.burst,
                             pause_ns: w.pause_ns,
                         },
-                        all,
-                        1,
-                        false,
-                    );
-                    self.add_task(
-                        Script::Ring {
-                            next: c,
+                        |client| Script::Ring {
+                            next: client,
                             work_ns: w.serve_ns,
                             tail_ns: 0,
                             ctx: WakerContext::Task,
                         },
                         all,
-                        0,
-                        false,
+                        &mut runnable,
                     );
-                    runnable.extend([true, false]);
                 }
                 for _ in 0..batch {
                     self.add_task(
