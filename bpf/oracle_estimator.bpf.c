@@ -99,8 +99,9 @@ static struct pelt_cpu *est_cpu_of_task(struct pelt_task *t)
 
 /*
  * Queued for us, not for the kernel: a delayed-dequeue sleeper (v6.12+)
- * that the kernel dequeued when it came to be picked, which no hook here
- * sees. It counted as queued up to that dequeue, whose moment its own stamp
+ * that the kernel dequeued when it came to be picked, unseen where
+ * est_dequeued_entities() is not loaded (dequeue_entities() not in the
+ * kernel's BTF). It counted as queued up to that dequeue, whose moment its own stamp
  * still holds unless a migration has cleared it; then, up to when it
  * stopped running.
  */
@@ -375,6 +376,41 @@ static s32 est_root_cpu(struct cfs_rq *cfs_rq, struct rq **rqp)
 		return -1;
 	*rqp = rq;
 	return BPF_CORE_READ(rq, cpu);
+}
+
+/*
+ * v6.12+: the kernel's dequeue of entities, here for the one road that
+ * bypasses dequeue_task_fair(): a delayed-dequeue sleeper's last dequeue,
+ * made when it comes to be picked (pick_next_entity()). Without it the
+ * runqueue's weight input kept the sleeper until the next enqueue or switch,
+ * and the task its queued state until its next event. Inside
+ * dequeue_task_fair() it does what that hook's exit does, at the same clock.
+ */
+SEC("fexit/dequeue_entities")
+int BPF_PROG(est_dequeued_entities, struct rq *rq, struct sched_entity *se, int flags, int ret)
+{
+	struct task_struct *p = est_task_of(se);
+	u64 now = pelt_clock(rq);
+	s32 cpu = BPF_CORE_READ(rq, cpu), pid;
+	struct pelt_cpu *c = est_cpu(cpu, rq, now);
+	struct pelt_task *t;
+
+	if (c) {
+		pelt_cpu_update(c, now);
+		est_inputs(c, rq);
+	}
+	if (!p)
+		return 0;
+	pid = BPF_CORE_READ(p, pid);
+	t = bpf_map_lookup_elem(&est_tasks, &pid);
+	/* Dequeued now, as the kernel's own averages of it say: queued up to here. */
+	if (!t || !t->queued || BPF_CORE_READ(p, se.on_rq))
+		return 0;
+	if (t->cpu == cpu)
+		pelt_task_update(t, now);
+	t->queued = 0;
+	t->running = 0;
+	return 0;
 }
 
 /*

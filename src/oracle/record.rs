@@ -76,6 +76,10 @@ const BLOCKED_UPDATE: [&str; 2] = ["update_other_load_avgs", "update_rt_rq_load_
 const MOVES: [&str; 2] = ["attach_entity_load_avg", "remove_entity_load_avg"];
 const DETACH: &str = "detach_entity_load_avg";
 
+/// v6.12+: a delayed-dequeue sleeper's last dequeue, at pick time, bypasses
+/// dequeue_task_fair(); the estimator follows it here.
+const DEQUEUE_ENTITIES: &str = "dequeue_entities";
+
 /// The task reweight of a nice change: `reweight_task_fair(rq, p, lw)` from v6.10,
 /// `reweight_task(p, prio)` before.
 const REWEIGHT: [&str; 2] = ["reweight_task_fair", "reweight_task"];
@@ -93,6 +97,8 @@ struct VersionHooks {
     moves: bool,
     /// The kernel has [`DETACH`].
     detach: bool,
+    /// The kernel has [`DEQUEUE_ENTITIES`].
+    dequeue_entities: bool,
     /// One of `BLOCKED_UPDATE`.
     blocked_update: Option<&'static str>,
     /// One of `REWEIGHT`.
@@ -116,6 +122,7 @@ fn hook_arity() -> Result<(usize, VersionHooks)> {
     let hooks = VersionHooks {
         moves: MOVES.iter().all(has),
         detach: has(&DETACH),
+        dequeue_entities: has(&DEQUEUE_ENTITIES),
         blocked_update: BLOCKED_UPDATE.into_iter().find(has),
         reweight: REWEIGHT.into_iter().find(has),
         newidle: NEWIDLE.into_iter().find(has),
@@ -470,6 +477,9 @@ fn load_and_attach<'obj>(
     progs.est_attached.set_autoload(target.hooks.moves);
     progs.est_removed.set_autoload(target.hooks.moves);
     progs.est_detached.set_autoload(target.hooks.detach);
+    progs
+        .est_dequeued_entities
+        .set_autoload(target.hooks.dequeue_entities);
     if !target.hooks.moves {
         log::warn!(
             "oracle: no {} in this kernel's BTF: the estimator infers where a task's \
