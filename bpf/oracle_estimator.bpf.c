@@ -101,9 +101,9 @@ static struct pelt_cpu *est_cpu_of_task(struct pelt_task *t)
  * Queued for us, not for the kernel: a delayed-dequeue sleeper (v6.12+)
  * that the kernel dequeued when it came to be picked, unseen where
  * est_dequeued_entities() is not loaded (dequeue_entities() not in the
- * kernel's BTF). It counted as queued up to that dequeue, whose moment its own stamp
- * still holds unless a migration has cleared it; then, up to when it
- * stopped running.
+ * kernel's BTF). It counted as queued up to that dequeue, whose moment its
+ * own stamp still holds unless a migration has cleared it; then, up to when
+ * it stopped running.
  */
 static void est_missed_dequeue(struct pelt_task *t, struct task_struct *p)
 {
